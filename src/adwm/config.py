@@ -1,0 +1,177 @@
+"""Configuration: a structured OmegaConf schema composed from groups, an experiment and a dotlist.
+
+Composition order (later wins):
+1. the schema defaults below;
+2. one file per group, `configs/<group>/<choice>.yaml`, the choice taken from
+   `configs/defaults.yaml`, then the experiment's `defaults:`, then `group=choice`
+   on the command line;
+3. the experiment file `configs/experiment/<name>.yaml` (deltas only);
+4. `a.b=value` overrides on the command line.
+
+Every step is validated against the schema: an unknown key, a wrong type or an
+unknown group choice raises `ConfigError` naming the source, the dotted key and
+what is allowed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+from adwm.data.collect import CollectConfig
+from adwm.envs.registry import EnvConfig
+from adwm.evaluation.family import FamilyConfig
+from adwm.evaluation.ground_truth import GroundTruthConfig
+from adwm.policies.llm import PolicyConfig
+from adwm.policies.train_agent import AgentConfig
+from adwm.trainer import LoggerConfig, TrainerConfig
+
+GROUPS = ("env", "agent", "policy", "collect", "family", "ground_truth", "trainer", "logger")
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; the message names the source, the dotted key and what is expected."""
+
+
+@dataclass
+class RunConfig:
+    root: str = "runs/${experiment}"  # everything an experiment makes lives under here
+    dir: str = "${run.root}/${command}"  # this command's outputs
+
+
+@dataclass
+class AppConfig:
+    experiment: str = "default"
+    command: str = "config"
+    seed: int = 0  # seeds training, sampling and data splits; every reported number is reproducible from it
+    run: RunConfig = field(default_factory=RunConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)  # the evaluated agent; the eps family is built around it
+    collect: CollectConfig = field(default_factory=CollectConfig)
+    family: FamilyConfig = field(default_factory=FamilyConfig)
+    ground_truth: GroundTruthConfig = field(default_factory=GroundTruthConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+
+
+def _pkg_path(module: str) -> str:
+    """`${pkg_path:name}`: the folder of an installed package (e.g. one that ships model files)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"package '{module}' is not installed (needed by a ${{pkg_path:{module}}} config value)")
+    return str(Path(next(iter(spec.submodule_search_locations))))
+
+
+# omegaconf 2.4 renamed register_new_resolver to register_resolver
+(getattr(OmegaConf, "register_resolver", None) or OmegaConf.register_new_resolver)("pkg_path", _pkg_path, replace=True)
+
+
+def config_dir() -> Path:
+    """`$ADWM_CONFIG_DIR`, else the repository's `configs/`."""
+    env = os.environ.get("ADWM_CONFIG_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "configs"
+
+
+def _choices(group_dir: Path) -> list[str]:
+    return sorted(p.stem for p in group_dir.glob("*.yaml"))
+
+
+def _load_yaml(path: Path) -> DictConfig:
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception as err:  # yaml errors carry line numbers in their text
+        raise ConfigError(f"{path}: cannot parse YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(cfg, DictConfig):
+        raise ConfigError(f"{path}: expected a mapping of config keys at the top level")
+    return cfg
+
+
+def _allowed_keys(schema: DictConfig, full_key: str) -> list[str]:
+    parent = full_key.rsplit(".", 1)[0] if "." in full_key else ""
+    node = OmegaConf.select(schema, parent) if parent else schema
+    return sorted(node.keys()) if isinstance(node, DictConfig) else []
+
+
+def _merge(cfg: DictConfig, delta: Any, source: str, prefix: str = "") -> DictConfig:
+    try:
+        return OmegaConf.merge(cfg, {prefix: delta} if prefix else delta)
+    except ConfigKeyError as err:
+        key = err.full_key or str(err.key)
+        raise ConfigError(
+            f"{source}: unknown config key '{key}'; allowed keys here: {_allowed_keys(cfg, key)}"
+        ) from None
+    except OmegaConfBaseException as err:
+        msg = str(err).splitlines()[0]
+        raise ConfigError(f"{source}: config key '{err.full_key}': {msg}") from None
+
+
+def _split_overrides(overrides: list[str]) -> tuple[str | None, dict[str, str], list[str]]:
+    experiment, groups, dotlist = None, {}, []
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"command line: override '{item}' is not of the form key=value")
+        key, value = item.split("=", 1)
+        if key == "experiment":
+            experiment = value
+        elif key in GROUPS:
+            groups[key] = value
+        else:
+            dotlist.append(item)
+    return experiment, groups, dotlist
+
+
+def load_config(overrides: list[str] | None = None, command: str = "config") -> DictConfig:
+    """Compose, validate and resolve the configuration for `command`."""
+    root = config_dir()
+    experiment, cli_groups, dotlist = _split_overrides(list(overrides or []))
+    cfg = OmegaConf.structured(AppConfig)
+    cfg.command = command
+
+    choices: dict[str, str] = {}
+    defaults_file = root / "defaults.yaml"
+    if defaults_file.is_file():
+        choices.update(_load_yaml(defaults_file).get("defaults", {}))
+    exp_delta: DictConfig | None = None
+    if experiment:
+        exp_file = root / "experiment" / f"{experiment}.yaml"
+        if not exp_file.is_file():
+            raise ConfigError(
+                f"command line: unknown experiment '{experiment}'; choose from {_choices(root / 'experiment')}"
+            )
+        exp_delta = _load_yaml(exp_file)
+        choices.update(exp_delta.pop("defaults", {}) or {})
+        cfg.experiment = experiment
+    choices.update(cli_groups)
+
+    for group, choice in choices.items():
+        if group not in GROUPS:
+            raise ConfigError(f"defaults: unknown config group '{group}'; choose from {list(GROUPS)}")
+        path = root / group / f"{choice}.yaml"
+        if not path.is_file():
+            raise ConfigError(f"unknown choice '{choice}' for group '{group}'; choose from {_choices(root / group)}")
+        cfg = _merge(cfg, _load_yaml(path), str(path), prefix=group)
+    if exp_delta is not None:
+        cfg = _merge(cfg, exp_delta, str(root / "experiment" / f"{experiment}.yaml"))
+    if dotlist:
+        try:
+            cli = OmegaConf.from_dotlist(dotlist)
+        except OmegaConfBaseException as err:
+            raise ConfigError(f"command line: cannot parse overrides: {str(err).splitlines()[0]}") from None
+        cfg = _merge(cfg, cli, "command line")
+    try:
+        OmegaConf.resolve(cfg)
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"config key '{err.full_key}': {str(err).splitlines()[0]}") from None
+    return cfg
+
+
+def to_object(node: DictConfig) -> Any:
+    """A config node as its dataclass instance."""
+    return OmegaConf.to_object(node)

@@ -1,0 +1,115 @@
+"""`adwm collect`: behaviour logs from a weighted mixture of agents, resumable.
+
+Episode i always gets environment seed `seed_offset + i`, a behaviour agent
+drawn from the mixture with generator `(seed, i)` and action sampling seeded
+by `(seed, i, 1)`, so an interrupted run, rerun, writes exactly the episodes
+that are missing, and the same ones it would have written uninterrupted.
+Each finished episode is appended as one line, flushed and fsynced; a torn
+last line left by a crash is cut off before resuming.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from adwm.data.rollout import EpisodeJob, run_episodes
+from adwm.data.schema import Episode, LogFormatError, parse_episode
+from adwm.envs.registry import EnvConfig, make_env
+from adwm.policies.factory import build_policy
+from adwm.policies.llm import PolicyConfig
+
+
+@dataclass
+class BehaviourEntry:
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    weight: float = 1.0  # relative share of episodes
+
+
+@dataclass
+class CollectConfig:
+    n_episodes: int = 600  # episodes in the log when the command finishes
+    seed_offset: int = 2_000_000  # environment seeds offset+[0, n): disjoint from agent training and ground truth
+    n_envs: int = 64  # environments played in lock-step; one batched model call per step
+    out: str = "${run.root}/collect/episodes.jsonl"
+    behaviour: list[BehaviourEntry] = field(default_factory=lambda: [BehaviourEntry(PolicyConfig(name="uniform", kind="uniform"))])
+
+
+def repair_and_scan(path: Path) -> set[int]:
+    """Cut a torn or invalid last line, then return the episode indices already in the log.
+
+    A bad line anywhere but the end is not a crash artefact: it raises.
+    """
+    if not path.exists():
+        return set()
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    keep_bytes = len(data)
+    if lines and lines[-1]:  # no newline at the end: torn write
+        keep_bytes -= len(lines[-1])
+        lines = lines[:-1]
+    done: set[int] = set()
+    complete = [ln for ln in lines if ln.strip()]
+    for n, raw in enumerate(complete, start=1):
+        try:
+            ep = parse_episode(raw.decode(), f"{path}:{n}")
+        except (LogFormatError, UnicodeDecodeError):
+            if n == len(complete):  # the last complete line is corrupt: drop it too
+                keep_bytes = data.rfind(b"\n", 0, data.rfind(raw)) + 1
+                break
+            raise
+        if ep.index is None or ep.index in done:
+            raise LogFormatError(f"{path}:{n}: field 'index': missing or duplicated ({ep.index}); not a log written by adwm collect")
+        done.add(ep.index)
+    if keep_bytes < len(data):
+        with path.open("r+b") as f:
+            f.truncate(keep_bytes)
+    return done
+
+
+def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = True) -> Path:
+    """Append episodes to `cfg.out` until it holds `cfg.n_episodes`; returns the log path."""
+    if not cfg.behaviour:
+        raise ValueError("collect.behaviour: expected at least one behaviour agent")
+    names = [b.policy.name for b in cfg.behaviour]
+    if len(set(names)) != len(names):
+        raise ValueError(f"collect.behaviour: policy names must be unique, got {names}")
+    weights = np.array([b.weight for b in cfg.behaviour], dtype=float)
+    if (weights < 0).any() or weights.sum() <= 0:
+        raise ValueError(f"collect.behaviour: weights must be >= 0 with a positive sum, got {weights.tolist()}")
+    out = Path(cfg.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = repair_and_scan(out)
+    weights = weights / weights.sum()
+    jobs = []
+    for i in range(cfg.n_episodes):
+        if i in done:
+            continue
+        pick = int(np.random.default_rng([seed, i]).choice(len(names), p=weights))
+        jobs.append(EpisodeJob(i, cfg.seed_offset + i, (seed, i, 1), names[pick]))
+    if not jobs:
+        return out
+    needed = {j.policy for j in jobs}
+    policies = {
+        b.policy.name: build_policy(b.policy, f"collect.behaviour[{k}].policy")
+        for k, b in enumerate(cfg.behaviour) if b.policy.name in needed
+    }
+    start, count = time.time(), [0]
+    with out.open("a") as f:
+
+        def write(ep: Episode) -> None:
+            f.write(ep.to_json() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+            count[0] += 1
+            if progress and (count[0] % 50 == 0 or count[0] == len(jobs)):
+                rate = count[0] / (time.time() - start)
+                print(f"collect: {len(done) + count[0]}/{cfg.n_episodes} episodes ({rate:.1f}/s)", file=sys.stderr)
+
+        run_episodes(lambda: make_env(env_cfg), policies, jobs, write, cfg.n_envs, record_logprob=True)
+    return out

@@ -1,0 +1,142 @@
+"""`LLMPolicy`: any Hugging Face causal LM as an agent.
+
+Score mode: every admissible action is scored by its summed token
+log-likelihood after the prompt (action text plus `action_suffix`, which ends
+the action so "open the box" is not rewarded as a prefix of a longer one);
+the policy samples from softmax(score / T), greedy with uniform tie-breaking at
+T = 0. Generate mode (no admissible list): the model writes the action token by
+token at temperature T until the suffix; `log_prob` is the summed
+temperature-scaled token log-probability of the canonical tokenisation of
+that text (0 / -inf under greedy decoding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from adwm.policies.base import AgentState, Policy
+from adwm.policies.loading import load_causal_lm
+from adwm.policies.prompt import DEFAULT_TEMPLATE, render_prompt
+from adwm.policies.scoring import sample_continuations, score_continuations
+
+
+@dataclass
+class PolicyConfig:
+    name: str = "agent"  # id written to episode logs and result tables; unique per run
+    kind: str = "llm"  # llm | uniform
+    model: str = ""  # Hugging Face name or local directory (save_pretrained)
+    tokenizer: str | None = None  # defaults to `model`
+    gguf_file: str | None = None  # file inside `model` for GGUF checkpoints (needs the gguf package)
+    trust_remote_code: bool = False  # off: never run code shipped with a checkpoint unless asked
+    mode: str = "score"  # score: rank admissible actions; generate: write free-form actions
+    temperature: float = 1.0  # sampling temperature over action scores (0 = greedy)
+    eps: float = 0.0  # epsilon-greedy mixing with a uniform admissible action
+    history_turns: int = 1  # past (observation, action) turns in the prompt; builtin states are Markov
+    prompt_template: str = DEFAULT_TEMPLATE  # fields: {task} {history} {observation}
+    action_suffix: str = "\n"  # ends every action, so a prefix of a longer action is not favoured
+    max_new_tokens: int = 24  # generate mode budget
+    dtype: str = "float32"
+    device: str = "cpu"
+    batch_states: int = 64  # states per forward pass; bounds memory
+
+
+class LLMPolicy(Policy):
+    def __init__(self, cfg: PolicyConfig, where: str = "policy") -> None:
+        if cfg.mode not in ("score", "generate"):
+            raise ValueError(f"{where}.mode: unknown mode '{cfg.mode}'; choose from ['generate', 'score']")
+        if cfg.temperature < 0:
+            raise ValueError(f"{where}.temperature: expected >= 0, got {cfg.temperature}")
+        self.cfg, self.name = cfg, cfg.name
+        self.model, self.tokenizer = load_causal_lm(
+            cfg.model, cfg.tokenizer, cfg.gguf_file, cfg.trust_remote_code, cfg.dtype, cfg.device, f"{where}.model"
+        )
+        self.pad_id = self.tokenizer.pad_token_id
+        self._encode_action = lru_cache(maxsize=65536)(self._encode_action_uncached)
+
+    # -- tokenisation ----------------------------------------------------------
+    def prompt_ids(self, state: AgentState) -> list[int]:
+        text = render_prompt(self.cfg.prompt_template, state, self.cfg.history_turns)
+        return self.tokenizer(text, add_special_tokens=True)["input_ids"]
+
+    def _encode_action_uncached(self, action: str) -> tuple[int, ...]:
+        return tuple(self.tokenizer(action + self.cfg.action_suffix, add_special_tokens=False)["input_ids"])
+
+    # -- score mode ------------------------------------------------------------
+    def action_scores(self, states: Sequence[AgentState]) -> list[np.ndarray]:
+        """Summed token log-likelihood of each admissible action (temperature 1)."""
+        out: list[np.ndarray] = []
+        step = self.cfg.batch_states
+        for start in range(0, len(states), step):
+            chunk = states[start : start + step]
+            prompts = [self.prompt_ids(s) for s in chunk]
+            conts, owner = [], []
+            for i, s in enumerate(chunk):
+                conts += [self._encode_action(a) for a in s.admissible]
+                owner += [i] * len(s.admissible)
+            scores = score_continuations(self.model, prompts, conts, owner, self.pad_id, 1.0)
+            sums = np.array([lp.sum() for lp in scores.token_logprobs])
+            bounds = np.cumsum([0] + [len(s.admissible) for s in chunk])
+            out += [sums[bounds[i] : bounds[i + 1]] for i in range(len(chunk))]
+        return out
+
+    def log_distributions(self, states: Sequence[AgentState]) -> list[np.ndarray]:
+        for s in states:
+            if not s.admissible:
+                raise ValueError(f"policy '{self.name}': score mode needs admissible actions; use mode=generate")
+        return [self._softmax(sc) for sc in self.action_scores(states)]
+
+    def _softmax(self, scores: np.ndarray) -> np.ndarray:
+        if self.cfg.temperature == 0:
+            best = scores == scores.max()
+            return np.where(best, -np.log(best.sum()), -np.inf)
+        z = scores / self.cfg.temperature
+        return z - np.logaddexp.reduce(z)
+
+    # -- generate mode -----------------------------------------------------------
+    def _generates(self, state: AgentState) -> bool:
+        return self.cfg.mode == "generate" or state.admissible is None
+
+    def act(self, states: Sequence[AgentState], rngs: Sequence[np.random.Generator]) -> list[str]:
+        gen = [i for i, s in enumerate(states) if self._generates(s)]
+        if not gen:
+            return super().act(states, rngs)
+        actions: list[str] = [""] * len(states)
+        scored = [i for i in range(len(states)) if i not in set(gen)]
+        if scored:
+            for i, a in zip(scored, super().act([states[i] for i in scored], [rngs[i] for i in scored])):
+                actions[i] = a
+        suffix = self.cfg.action_suffix
+        eos = self.tokenizer.eos_token_id
+
+        def stop(ids: list[int]) -> bool:
+            return ids[-1] == eos or suffix in self.tokenizer.decode(ids[-4:])
+
+        ids = sample_continuations(
+            self.model, [self.prompt_ids(states[i]) for i in gen], [rngs[i] for i in gen],
+            self.pad_id, stop, self.cfg.temperature, self.cfg.max_new_tokens,
+        )
+        for i, toks in zip(gen, ids):
+            text = self.tokenizer.decode(toks, skip_special_tokens=True)
+            actions[i] = text.split(suffix)[0].strip() if suffix else text.strip()
+        return actions
+
+    def log_probs(self, states: Sequence[AgentState], actions: Sequence[str]) -> list[float]:
+        if not any(self._generates(s) for s in states):
+            return super().log_probs(states, actions)
+        out = []
+        for s, a in zip(states, actions):
+            if not self._generates(s):
+                out += super().log_probs([s], [a])
+                continue
+            scores = score_continuations(
+                self.model, [self.prompt_ids(s)], [self._encode_action(a)], [0], self.pad_id, self.cfg.temperature
+            )
+            if self.cfg.temperature == 0:
+                out.append(0.0 if scores.greedy[0] else float("-inf"))
+            else:
+                out.append(float(scores.token_logprobs[0].sum()))
+        return out

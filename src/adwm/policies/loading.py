@@ -1,0 +1,58 @@
+"""Loading Hugging Face causal LMs and tokenizers by name or local path, offline-first."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _is_local_path(name: str) -> bool:
+    """A hub name is `org/model`; anything rooted, deeper, or under an existing folder is a path."""
+    if name.startswith((".", "/", "~")) or name.count("/") >= 2:
+        return True
+    return "/" in name and Path(name.split("/")[0]).is_dir()
+
+
+def check_model_source(model: str, where: str) -> None:
+    """Fail early, naming the config key, for an empty name or a missing local path."""
+    if not model:
+        raise ValueError(f"{where}: no model given (expected a local directory or a Hugging Face name)")
+    if _is_local_path(model) and not Path(model).expanduser().exists():
+        raise FileNotFoundError(
+            f"{where}: model path '{model}' does not exist (expected a directory saved with save_pretrained)"
+        )
+
+
+@lru_cache(maxsize=8)
+def load_causal_lm(
+    model: str,
+    tokenizer: str | None = None,
+    gguf_file: str | None = None,
+    trust_remote_code: bool = False,
+    dtype: str = "float32",
+    device: str = "cpu",
+    where: str = "policy.model",
+) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+    """Load (and cache per process) a causal LM in eval mode plus its tokenizer.
+
+    Policies that share a checkpoint (an epsilon family) share one copy.
+    """
+    check_model_source(model, where)
+    if dtype not in DTYPES:
+        raise ValueError(f"{where}: unknown dtype '{dtype}'; choose from {sorted(DTYPES)}")
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    try:
+        tok = AutoTokenizer.from_pretrained(tokenizer or model, trust_remote_code=trust_remote_code, **extra)
+        lm = AutoModelForCausalLM.from_pretrained(
+            model, trust_remote_code=trust_remote_code, dtype=DTYPES[dtype], **extra
+        )
+    except OSError as err:
+        raise FileNotFoundError(f"{where}: cannot load model '{model}': {str(err).splitlines()[0]}") from err
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return lm.to(device).eval(), tok

@@ -1,0 +1,66 @@
+"""Lightning Trainer and logger construction from config (shared by every training command)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
+
+LOGGERS = ("none", "csv", "wandb")
+
+
+@dataclass
+class TrainerConfig:
+    accelerator: str = "cpu"  # "auto" picks a GPU when one is present
+    devices: int = 1
+    precision: str = "32-true"  # tiny models gain nothing from mixed precision on CPU
+    log_every_n_steps: int = 10
+    enable_progress_bar: bool = True
+    num_threads: int = 0  # torch intra-op threads; 0 keeps torch's default (all cores)
+
+
+@dataclass
+class LoggerConfig:
+    name: str = "none"  # none | csv | wandb
+    project: str = "adwm"
+    mode: str = "offline"  # offline: no network needed; `wandb sync` uploads later. online needs an account
+    entity: str | None = None
+    group: str | None = None  # W&B run group (grids set it to the grid name)
+    tags: list[str] = field(default_factory=list)
+
+
+def build_logger(cfg: LoggerConfig, run_dir: Path, run_name: str, hparams: dict[str, Any]) -> Logger | bool:
+    """The configured experiment logger, with the resolved config logged as hyperparameters."""
+    if cfg.name not in LOGGERS:
+        raise ValueError(f"logger.name: unknown logger '{cfg.name}'; choose from {list(LOGGERS)}")
+    if cfg.name == "none":
+        return False
+    if cfg.name == "csv":
+        logger: Logger = CSVLogger(save_dir=str(run_dir), name="csv", version=run_name)
+    else:
+        if cfg.mode not in ("offline", "online", "disabled"):
+            raise ValueError(f"logger.mode: unknown W&B mode '{cfg.mode}'; choose from ['disabled', 'offline', 'online']")
+        os.environ.setdefault("WANDB_MODE", cfg.mode)
+        logger = WandbLogger(
+            project=cfg.project, entity=cfg.entity, group=cfg.group, tags=list(cfg.tags), name=run_name,
+            save_dir=str(run_dir), offline=cfg.mode == "offline", mode=os.environ["WANDB_MODE"],
+        )
+    logger.log_hyperparams(hparams)
+    return logger
+
+
+def build_trainer(cfg: TrainerConfig, logger: Logger | bool, run_dir: Path, **kwargs: Any) -> L.Trainer:
+    """A Trainer from config; `kwargs` carry per-command settings (max_steps, callbacks...)."""
+    if cfg.num_threads > 0:
+        import torch
+
+        torch.set_num_threads(cfg.num_threads)
+    return L.Trainer(
+        accelerator=cfg.accelerator, devices=cfg.devices, precision=cfg.precision,
+        log_every_n_steps=cfg.log_every_n_steps, enable_progress_bar=cfg.enable_progress_bar,
+        logger=logger, default_root_dir=str(run_dir), enable_model_summary=False, **kwargs,
+    )

@@ -1,0 +1,51 @@
+"""Shared fixtures: a seconds-scale config and a tiny randomly initialised causal LM."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("WANDB_MODE", "disabled")  # tests never touch W&B
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from adwm.config import load_config  # noqa: E402
+from adwm.envs import BuiltinEnv  # noqa: E402
+from adwm.policies.tiny import TinyModelConfig, make_tiny_llama, train_tokenizer  # noqa: E402
+
+torch.set_num_threads(2)
+
+
+def builtin_texts(n_seeds: int = 40) -> list[str]:
+    env, texts = BuiltinEnv(), []
+    for seed in range(n_seeds):
+        reset = env.reset(seed)
+        texts += [reset.task, reset.observation, *reset.admissible]
+        for action in env.gold_actions():
+            step = env.step(action)
+            texts += [step.observation, *(step.admissible or [])]
+    return texts
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_dir(tmp_path_factory) -> str:
+    """A random-init 1-layer Llama with a BPE tokenizer trained on builtin text, saved with save_pretrained."""
+    path = tmp_path_factory.mktemp("tiny_lm")
+    torch.manual_seed(0)
+    tok = train_tokenizer(builtin_texts(), 400)
+    model = make_tiny_llama(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2), tok)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture
+def smoke_overrides(tmp_path) -> list[str]:
+    """Overrides that shrink any command to seconds and keep its outputs in a temporary folder."""
+    return ["experiment=smoke", f"run.root={tmp_path}"]
+
+
+@pytest.fixture
+def smoke_cfg(smoke_overrides):
+    return load_config(smoke_overrides, "quickstart")

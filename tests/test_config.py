@@ -1,0 +1,60 @@
+"""Config composition and validation: every error names its source, the dotted key and what is allowed."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from adwm.config import ConfigError, config_dir, load_config, to_object
+
+
+def test_defaults_compose_and_interpolations_resolve():
+    cfg = load_config([], "collect")
+    assert cfg.run.dir == "runs/default/collect"
+    assert cfg.policy.model == "runs/default/agents/iter3"
+    assert cfg.collect.behaviour[0].policy.model == "runs/default/agents/iter1"
+    assert to_object(cfg.env).builtin.max_rooms == 5
+
+
+def test_overrides_experiment_and_group_choice():
+    cfg = load_config(["experiment=smoke", "policy=uniform", "seed=4", "env.max_steps=12", "run.root=/tmp/x"], "quickstart")
+    assert cfg.experiment == "smoke" and cfg.seed == 4 and cfg.env.max_steps == 12
+    assert cfg.policy.kind == "uniform" and cfg.collect.n_episodes == 12
+    assert cfg.run.dir == "/tmp/x/quickstart" and cfg.agent.dir == "/tmp/x/agents"
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["env.nokey=3"], r"command line: unknown config key 'env.nokey'; allowed keys here: \['builtin', 'gamma', 'max_steps', 'name'\]"),
+    (["typo=1"], r"command line: unknown config key 'typo'"),
+    (["env.max_steps=many"], r"command line: config key 'env.max_steps': Value 'many' of type 'str' could not be converted to Integer"),
+    (["env.builtin.locked_door_prob=[1]"], r"config key 'env.builtin.locked_door_prob'"),
+    (["env=marsworld"], r"unknown choice 'marsworld' for group 'env'; choose from \['builtin'\]"),
+    (["logger=tensorboard"], r"unknown choice 'tensorboard' for group 'logger'; choose from \['csv', 'none', 'wandb'\]"),
+    (["experiment=nope"], r"unknown experiment 'nope'; choose from \[.*'smoke'.*\]"),
+    (["seed"], r"override 'seed' is not of the form key=value"),
+])
+def test_invalid_overrides_fail_with_named_key(overrides, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        load_config(overrides)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_key_in_a_group_file_names_the_file(tmp_path, monkeypatch):
+    root = tmp_path / "configs"
+    shutil.copytree(config_dir(), root)
+    (root / "env" / "broken.yaml").write_text("name: builtin\nmax_stepz: 3\n")
+    monkeypatch.setenv("ADWM_CONFIG_DIR", str(root))
+    with pytest.raises(ConfigError, match=r"env/broken.yaml: unknown config key 'env.max_stepz'"):
+        load_config(["env=broken"])
+
+
+def test_missing_package_in_resolver():
+    with pytest.raises(ConfigError, match="package 'no_such_pkg_xyz' is not installed"):
+        load_config(["policy.model=${pkg_path:no_such_pkg_xyz}"])
+
+
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml")))
+def test_every_experiment_file_loads(experiment):
+    cfg = load_config([f"experiment={experiment}"], "quickstart")
+    assert cfg.experiment == experiment

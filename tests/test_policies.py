@@ -1,0 +1,142 @@
+"""LLM agents: exact log-probs against brute-force enumeration, sampling, wrappers, generate mode, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from adwm.envs import BuiltinEnv
+from adwm.policies.base import AgentState, UniformPolicy
+from adwm.policies.factory import build_policy
+from adwm.policies.llm import LLMPolicy, PolicyConfig
+from adwm.policies.loading import load_causal_lm
+from adwm.policies.prompt import render_prompt
+from adwm.policies.wrappers import EpsilonGreedy
+
+
+def states(n: int = 3) -> list[AgentState]:
+    env, out = BuiltinEnv(), []
+    for seed in range(n):
+        reset = env.reset(seed)
+        step = env.step(env.gold_actions()[0])
+        out.append(AgentState(reset.task, step.observation, [(reset.observation, "look")], step.admissible))
+    return out
+
+
+def reference_scores(model_dir: str, state: AgentState, cfg: PolicyConfig) -> np.ndarray:
+    """Summed action log-likelihoods from one full forward pass per action (no cache, no batching)."""
+    model, tok = load_causal_lm(model_dir)
+    prompt = tok(render_prompt(cfg.prompt_template, state, cfg.history_turns))["input_ids"]
+    out = []
+    for a in state.admissible:
+        act = tok(a + cfg.action_suffix, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logp = torch.log_softmax(model(torch.tensor([prompt + act])).logits[0].double(), -1)
+        out.append(sum(logp[len(prompt) - 1 + k, t].item() for k, t in enumerate(act)))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.3, 1.0, 2.5])
+def test_log_prob_equals_enumerated_sampling_probability(tiny_lm_dir, temperature):
+    cfg = PolicyConfig(name="p", model=tiny_lm_dir, temperature=temperature, history_turns=1)
+    policy = LLMPolicy(cfg)
+    for state in states():
+        scores = reference_scores(tiny_lm_dir, state, cfg)
+        if temperature == 0:
+            best = scores == scores.max()
+            expected = np.where(best, 1.0 / best.sum(), 0.0)
+        else:
+            z = np.exp((scores - scores.max()) / temperature)
+            expected = z / z.sum()
+        got = np.exp([policy.log_prob(state, a) for a in state.admissible])
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+        assert got.sum() == pytest.approx(1.0, abs=1e-9)
+
+
+def test_batched_scores_match_single_state_scores(tiny_lm_dir):
+    policy = LLMPolicy(PolicyConfig(name="p", model=tiny_lm_dir, batch_states=2))
+    batch = states(5)
+    together = policy.action_scores(batch)
+    for s, sc in zip(batch, together):
+        np.testing.assert_allclose(policy.action_scores([s])[0], sc, atol=1e-5)
+
+
+def test_sampling_frequencies_match_log_probs(tiny_lm_dir):
+    policy = LLMPolicy(PolicyConfig(name="p", model=tiny_lm_dir, temperature=1.0))
+    state = states(1)[0]
+    n = 3000
+    rngs = [np.random.default_rng([11, i]) for i in range(n)]
+    counts = {a: 0 for a in state.admissible}
+    for a in policy.act([state] * n, rngs):
+        counts[a] += 1
+    p = np.exp([policy.log_prob(state, a) for a in state.admissible])
+    freq = np.array([counts[a] for a in state.admissible]) / n
+    assert np.all(np.abs(freq - p) <= 4 * np.sqrt(p * (1 - p) / n) + 1e-3)
+
+
+def test_epsilon_greedy_mixture_probabilities(tiny_lm_dir):
+    greedy = LLMPolicy(PolicyConfig(name="g", model=tiny_lm_dir, temperature=0.0))
+    state = states(1)[0]
+    n_a = len(state.admissible)
+    choice = greedy.act([state], [np.random.default_rng(0)])[0]
+    for eps in (0.0, 0.25, 1.0):
+        mix = EpsilonGreedy(greedy, eps)
+        probs = np.exp([mix.log_prob(state, a) for a in state.admissible])
+        assert probs.sum() == pytest.approx(1.0, abs=1e-12)
+        assert probs[state.admissible.index(choice)] == pytest.approx(1 - eps + eps / n_a)
+    mix = EpsilonGreedy(greedy, 0.5)
+    n = 4000
+    acts = mix.act([state] * n, [np.random.default_rng([5, i]) for i in range(n)])
+    share = sum(a == choice for a in acts) / n
+    assert share == pytest.approx(0.5 + 0.5 / n_a, abs=4 * np.sqrt(0.25 / n))
+
+
+def test_uniform_and_factory(tiny_lm_dir):
+    state = states(1)[0]
+    assert UniformPolicy().log_prob(state, state.admissible[0]) == pytest.approx(-np.log(len(state.admissible)))
+    assert UniformPolicy().log_prob(state, "not an action") == float("-inf")
+    eps1 = build_policy(PolicyConfig(name="r", model="runs/never/made", eps=1.0))  # loads no model
+    assert eps1.log_prob(state, state.admissible[0]) == pytest.approx(-np.log(len(state.admissible)))
+    with pytest.raises(ValueError, match="policy.kind: unknown policy kind 'oracle'"):
+        build_policy(PolicyConfig(kind="oracle"))
+
+
+def test_generate_mode_log_prob_is_the_decoding_probability(tiny_lm_dir):
+    cfg = PolicyConfig(name="gen", model=tiny_lm_dir, mode="generate", temperature=0.8, max_new_tokens=6)
+    policy = LLMPolicy(cfg)
+    state = AgentState("Find the apple.", "You are in the kitchen.", [], None)
+    action = policy.act([state], [np.random.default_rng(3)])[0]
+    model, tok = load_causal_lm(tiny_lm_dir)
+    prompt = tok(render_prompt(cfg.prompt_template, state, cfg.history_turns))["input_ids"]
+    ids = tok(action + cfg.action_suffix, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + ids])).logits[0].double() / cfg.temperature
+    logp = torch.log_softmax(logits, -1)
+    expected = sum(logp[len(prompt) - 1 + k, t].item() for k, t in enumerate(ids))
+    assert policy.log_prob(state, action) == pytest.approx(expected, abs=1e-6)
+
+
+def test_generate_mode_greedy_decoding(tiny_lm_dir):
+    policy = LLMPolicy(PolicyConfig(name="gen", model=tiny_lm_dir, mode="generate", temperature=0.0, max_new_tokens=5))
+    state = AgentState("Find the apple.", "You are in the kitchen.", [], None)
+    a1 = policy.act([state], [np.random.default_rng(1)])[0]
+    a2 = policy.act([state], [np.random.default_rng(2)])[0]
+    assert a1 == a2  # greedy ignores the generator
+
+
+def test_score_mode_without_admissible_actions_is_an_error(tiny_lm_dir):
+    policy = LLMPolicy(PolicyConfig(name="p", model=tiny_lm_dir))
+    with pytest.raises(ValueError, match="score mode needs admissible actions; use mode=generate"):
+        policy.log_distributions([AgentState("t", "o", [], None)])
+
+
+def test_missing_model_path_is_named():
+    with pytest.raises(FileNotFoundError, match=r"collect.behaviour\[0\].policy.model: model path 'runs/none/agents/iter9' does not exist"):
+        build_policy(PolicyConfig(model="runs/none/agents/iter9"), "collect.behaviour[0].policy")
+
+
+def test_bad_prompt_template_is_named(tiny_lm_dir):
+    policy = LLMPolicy(PolicyConfig(name="p", model=tiny_lm_dir, prompt_template="{task} {goal}"))
+    with pytest.raises(ValueError, match="policy.prompt_template: unknown field 'goal'"):
+        policy.log_distributions(states(1))
