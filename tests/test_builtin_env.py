@@ -111,10 +111,10 @@ def test_one_word_changes_the_observation_and_the_dynamics():
         reset = env.reset(seed)
         closed = [a for a in reset.admissible if a.startswith("open the door to ")]
         if closed:
-            room = closed[0][len("open the door to the "):]
-            assert f"The door to the {room} is closed." in reset.observation
+            room = closed[0][len("open the door to the ") :]
+            assert f"The door to the {room} is closed" in reset.observation
             step = env.step(closed[0])
-            assert f"The door to the {room} is open." in step.observation
+            assert f"The door to the {room} is open" in step.observation
             assert f"go to the {room}" in step.admissible and f"go to the {room}" not in reset.admissible
             return
     pytest.fail("no closed door in 50 worlds")

@@ -12,7 +12,9 @@ from adwm.cli import COMMANDS, main
 
 
 def test_help_lists_every_command():
-    out = subprocess.run([sys.executable, "-m", "adwm.cli", "--help"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "adwm.cli", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     for name in COMMANDS:
         assert name in out
 

@@ -18,22 +18,36 @@ def test_defaults_compose_and_interpolations_resolve():
 
 
 def test_overrides_experiment_and_group_choice():
-    cfg = load_config(["experiment=smoke", "policy=uniform", "seed=4", "env.max_steps=12", "run.root=/tmp/x"], "quickstart")
+    cfg = load_config(
+        ["experiment=smoke", "policy=uniform", "seed=4", "env.max_steps=12", "run.root=/tmp/x"], "quickstart"
+    )
     assert cfg.experiment == "smoke" and cfg.seed == 4 and cfg.env.max_steps == 12
     assert cfg.policy.kind == "uniform" and cfg.collect.n_episodes == 12
     assert cfg.run.dir == "/tmp/x/quickstart" and cfg.agent.dir == "/tmp/x/agents"
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["env.nokey=3"], r"command line: unknown config key 'env.nokey'; allowed keys here: \['builtin', 'gamma', 'max_steps', 'name'\]"),
-    (["typo=1"], r"command line: unknown config key 'typo'"),
-    (["env.max_steps=many"], r"command line: config key 'env.max_steps': Value 'many' of type 'str' could not be converted to Integer"),
-    (["env.builtin.locked_door_prob=[1]"], r"config key 'env.builtin.locked_door_prob'"),
-    (["env=marsworld"], r"unknown choice 'marsworld' for group 'env'; choose from \['builtin'\]"),
-    (["logger=tensorboard"], r"unknown choice 'tensorboard' for group 'logger'; choose from \['csv', 'none', 'wandb'\]"),
-    (["experiment=nope"], r"unknown experiment 'nope'; choose from \[.*'smoke'.*\]"),
-    (["seed"], r"override 'seed' is not of the form key=value"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (
+            ["env.nokey=3"],
+            r"command line: unknown config key 'env.nokey'; allowed keys here: \['builtin', 'gamma', 'max_steps', 'name'\]",
+        ),
+        (["typo=1"], r"command line: unknown config key 'typo'"),
+        (
+            ["env.max_steps=many"],
+            r"command line: config key 'env.max_steps': Value 'many' of type 'str' could not be converted to Integer",
+        ),
+        (["env.builtin.locked_door_prob=[1]"], r"config key 'env.builtin.locked_door_prob'"),
+        (["env=marsworld"], r"unknown choice 'marsworld' for group 'env'; choose from \['builtin'\]"),
+        (
+            ["logger=tensorboard"],
+            r"unknown choice 'tensorboard' for group 'logger'; choose from \['csv', 'none', 'wandb'\]",
+        ),
+        (["experiment=nope"], r"unknown experiment 'nope'; choose from \[.*'smoke'.*\]"),
+        (["seed"], r"override 'seed' is not of the form key=value"),
+    ],
+)
 def test_invalid_overrides_fail_with_named_key(overrides, message):
     with pytest.raises(ConfigError, match=message) as err:
         load_config(overrides)

@@ -11,12 +11,16 @@ from adwm.data.schema import SCHEMA, Episode, LogFormatError, StepRecord, read_e
 
 def episode(**over) -> dict:
     ep = Episode(
-        env="builtin", seed=1, task="Put the apple in the box.", policy="agent",
+        env="builtin",
+        seed=1,
+        task="Put the apple in the box.",
+        policy="agent",
         steps=[
             StepRecord("obs 0", "look", 0.0, False, ["look", "inventory"], -0.7),
             StepRecord("obs 1", "inventory", 1.0, True, ["look", "inventory"], -0.7),
         ],
-        final_observation="obs 2", index=0,
+        final_observation="obs 2",
+        index=0,
     )
     d = json.loads(ep.to_json())
     d.update(over)
@@ -59,8 +63,14 @@ CASES = [
     (json.dumps(episode(steps=[])), r"log.jsonl:2: field 'steps': expected at least one step"),
     (json.dumps(bad_step(reward="high")), r"log.jsonl:2: field 'steps\[0\].reward': expected a finite number"),
     (json.dumps(bad_step(done=True)), r"log.jsonl:2: field 'steps\[0\].done': true before the last step"),
-    (json.dumps(bad_step(admissible="look")), r"log.jsonl:2: field 'steps\[0\].admissible': expected a list of strings"),
-    (json.dumps(bad_step(behavior_logprob=0.5)), r"log.jsonl:2: field 'steps\[0\].behavior_logprob': expected a log-probability"),
+    (
+        json.dumps(bad_step(admissible="look")),
+        r"log.jsonl:2: field 'steps\[0\].admissible': expected a list of strings",
+    ),
+    (
+        json.dumps(bad_step(behavior_logprob=0.5)),
+        r"log.jsonl:2: field 'steps\[0\].behavior_logprob': expected a log-probability",
+    ),
 ]
 
 

@@ -15,7 +15,14 @@ from adwm.policies.llm import PolicyConfig
 def test_family_names_and_validation():
     base = PolicyConfig(name="agent", model="m")
     fam = family_policies(base, FamilyConfig(off_path=[PolicyConfig(name="other", model="m2")]))
-    assert [p.name for p in fam] == ["agent_eps0", "agent_eps0.25", "agent_eps0.5", "agent_eps0.75", "agent_eps1", "other"]
+    assert [p.name for p in fam] == [
+        "agent_eps0",
+        "agent_eps0.25",
+        "agent_eps0.5",
+        "agent_eps0.75",
+        "agent_eps1",
+        "other",
+    ]
     assert [p.eps for p in fam[:5]] == [0.0, 0.25, 0.5, 0.75, 1.0]
     with pytest.raises(ValueError, match=r"family.eps\[1\]: expected a value in \[0, 1\], got 1.5"):
         family_policies(base, FamilyConfig(eps=[0.0, 1.5]))
@@ -26,8 +33,11 @@ def test_family_names_and_validation():
 def test_ground_truth_values_common_seeds_and_resume(tmp_path, tiny_lm_dir):
     out = tmp_path / "gt.json"
     cfg = GroundTruthConfig(n_episodes=24, n_envs=8, out=str(out))
-    pols = [PolicyConfig(name="u1", kind="uniform"), PolicyConfig(name="u2", kind="uniform"),
-            PolicyConfig(name="tiny", model=tiny_lm_dir)]
+    pols = [
+        PolicyConfig(name="u1", kind="uniform"),
+        PolicyConfig(name="u2", kind="uniform"),
+        PolicyConfig(name="tiny", model=tiny_lm_dir),
+    ]
     res = ground_truth(pols, cfg, EnvConfig(), seed=0, progress=False)
     assert list(res) == ["u1", "u2", "tiny"]
     assert res["u1"]["returns"] == res["u2"]["returns"]  # same seeds, same draws: common random numbers

@@ -132,7 +132,10 @@ def test_score_mode_without_admissible_actions_is_an_error(tiny_lm_dir):
 
 
 def test_missing_model_path_is_named():
-    with pytest.raises(FileNotFoundError, match=r"collect.behaviour\[0\].policy.model: model path 'runs/none/agents/iter9' does not exist"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"collect.behaviour\[0\].policy.model: model path 'runs/none/agents/iter9' does not exist",
+    ):
         build_policy(PolicyConfig(model="runs/none/agents/iter9"), "collect.behaviour[0].policy")
 
 

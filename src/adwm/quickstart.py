@@ -29,8 +29,14 @@ def train_agents(cfg: DictConfig, names: list[str]) -> dict[str, Path]:
         if not (path / "adwm_agent.json").is_file():
             print(f"quickstart: training agent {name}", file=sys.stderr)
             train_agent(
-                agent, name, to_object(cfg.env), to_object(cfg.policy), to_object(cfg.trainer),
-                to_object(cfg.logger), cfg.seed, OmegaConf.to_container(cfg),
+                agent,
+                name,
+                to_object(cfg.env),
+                to_object(cfg.policy),
+                to_object(cfg.trainer),
+                to_object(cfg.logger),
+                cfg.seed,
+                OmegaConf.to_container(cfg),
             )
         paths[name] = path
     return paths
@@ -64,7 +70,9 @@ def quickstart(cfg: DictConfig) -> Path:
     behaviour = {b.policy.name for b in to_object(cfg.collect).behaviour}
     clash = sorted(behaviour & {p.name for p in family})
     if clash:
-        raise ValueError(f"collect.behaviour: behaviour agents must differ from every evaluated policy; shared: {clash}")
+        raise ValueError(
+            f"collect.behaviour: behaviour agents must differ from every evaluated policy; shared: {clash}"
+        )
     truth = ground_truth(family, to_object(cfg.ground_truth), to_object(cfg.env), cfg.seed)
     timings["ground_truth"] = round(time.time() - t, 1)
 
@@ -73,8 +81,14 @@ def quickstart(cfg: DictConfig) -> Path:
         for name, r in truth.items()
     ]
     summary = {
-        "env": cfg.env.name, "experiment": cfg.experiment, "seed": cfg.seed, "gamma": cfg.env.gamma,
-        "behaviour_log": str(log), "policies": rows, "metrics": {}, "timings_s": timings,
+        "env": cfg.env.name,
+        "experiment": cfg.experiment,
+        "seed": cfg.seed,
+        "gamma": cfg.env.gamma,
+        "behaviour_log": str(log),
+        "policies": rows,
+        "metrics": {},
+        "timings_s": timings,
     }
     out = Path(cfg.run.dir) / "summary.json"
     atomic_write_json(out, summary)

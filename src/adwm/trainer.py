@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,11 +44,19 @@ def build_logger(cfg: LoggerConfig, run_dir: Path, run_name: str, hparams: dict[
         logger: Logger = CSVLogger(save_dir=str(run_dir), name="csv", version=run_name)
     else:
         if cfg.mode not in ("offline", "online", "disabled"):
-            raise ValueError(f"logger.mode: unknown W&B mode '{cfg.mode}'; choose from ['disabled', 'offline', 'online']")
+            raise ValueError(
+                f"logger.mode: unknown W&B mode '{cfg.mode}'; choose from ['disabled', 'offline', 'online']"
+            )
         os.environ.setdefault("WANDB_MODE", cfg.mode)
         logger = WandbLogger(
-            project=cfg.project, entity=cfg.entity, group=cfg.group, tags=list(cfg.tags), name=run_name,
-            save_dir=str(run_dir), offline=cfg.mode == "offline", mode=os.environ["WANDB_MODE"],
+            project=cfg.project,
+            entity=cfg.entity,
+            group=cfg.group,
+            tags=list(cfg.tags),
+            name=run_name,
+            save_dir=str(run_dir),
+            offline=cfg.mode == "offline",
+            mode=os.environ["WANDB_MODE"],
         )
     logger.log_hyperparams(hparams)
     return logger
@@ -55,12 +64,19 @@ def build_logger(cfg: LoggerConfig, run_dir: Path, run_name: str, hparams: dict[
 
 def build_trainer(cfg: TrainerConfig, logger: Logger | bool, run_dir: Path, **kwargs: Any) -> L.Trainer:
     """A Trainer from config; `kwargs` carry per-command settings (max_steps, callbacks...)."""
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # keep device banners and tips off the console
     if cfg.num_threads > 0:
         import torch
 
         torch.set_num_threads(cfg.num_threads)
     return L.Trainer(
-        accelerator=cfg.accelerator, devices=cfg.devices, precision=cfg.precision,
-        log_every_n_steps=cfg.log_every_n_steps, enable_progress_bar=cfg.enable_progress_bar,
-        logger=logger, default_root_dir=str(run_dir), enable_model_summary=False, **kwargs,
+        accelerator=cfg.accelerator,
+        devices=cfg.devices,
+        precision=cfg.precision,
+        log_every_n_steps=cfg.log_every_n_steps,
+        enable_progress_bar=cfg.enable_progress_bar,
+        logger=logger,
+        default_root_dir=str(run_dir),
+        enable_model_summary=False,
+        **kwargs,
     )

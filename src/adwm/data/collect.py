@@ -37,7 +37,9 @@ class CollectConfig:
     seed_offset: int = 2_000_000  # environment seeds offset+[0, n): disjoint from agent training and ground truth
     n_envs: int = 64  # environments played in lock-step; one batched model call per step
     out: str = "${run.root}/collect/episodes.jsonl"
-    behaviour: list[BehaviourEntry] = field(default_factory=lambda: [BehaviourEntry(PolicyConfig(name="uniform", kind="uniform"))])
+    behaviour: list[BehaviourEntry] = field(
+        default_factory=lambda: [BehaviourEntry(PolicyConfig(name="uniform", kind="uniform"))]
+    )
 
 
 def repair_and_scan(path: Path) -> set[int]:
@@ -60,11 +62,13 @@ def repair_and_scan(path: Path) -> set[int]:
             ep = parse_episode(raw.decode(), f"{path}:{n}")
         except (LogFormatError, UnicodeDecodeError):
             if n == len(complete):  # the last complete line is corrupt: drop it too
-                keep_bytes = data.rfind(b"\n", 0, data.rfind(raw)) + 1
+                keep_bytes = data.rfind(raw)  # the line starts right after a newline
                 break
             raise
         if ep.index is None or ep.index in done:
-            raise LogFormatError(f"{path}:{n}: field 'index': missing or duplicated ({ep.index}); not a log written by adwm collect")
+            raise LogFormatError(
+                f"{path}:{n}: field 'index': missing or duplicated ({ep.index}); not a log written by adwm collect"
+            )
         done.add(ep.index)
     if keep_bytes < len(data):
         with path.open("r+b") as f:
@@ -97,7 +101,8 @@ def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = 
     needed = {j.policy for j in jobs}
     policies = {
         b.policy.name: build_policy(b.policy, f"collect.behaviour[{k}].policy")
-        for k, b in enumerate(cfg.behaviour) if b.policy.name in needed
+        for k, b in enumerate(cfg.behaviour)
+        if b.policy.name in needed
     }
     start, count = time.time(), [0]
     with out.open("a") as f:

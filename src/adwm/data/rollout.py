@@ -54,7 +54,6 @@ def run_episodes(
     """Play every job to the end, calling `on_episode` as each one finishes."""
     pending = list(jobs)[::-1]
     envs = [make_env() for _ in range(min(n_envs, len(pending)))]
-    slots: list[_Slot | None] = [None] * len(envs)
 
     def start(env: TextEnv) -> _Slot | None:
         if not pending:
@@ -64,7 +63,7 @@ def run_episodes(
         state = AgentState(reset.task, reset.observation, [], reset.admissible)
         return _Slot(job, env, np.random.default_rng(list(job.rng_seed)), state, [])
 
-    slots = [start(e) for e in envs]
+    slots: list[_Slot | None] = [start(e) for e in envs]
     try:
         while any(slots):
             for name, policy in policies.items():
@@ -76,14 +75,22 @@ def run_episodes(
                 for i, action, logp in zip(active, actions, logps):
                     slot = slots[i]
                     step = slot.env.step(action)
-                    slot.steps.append(StepRecord(
-                        slot.state.observation, action, step.reward, step.done, slot.state.admissible, logp
-                    ))
+                    slot.steps.append(
+                        StepRecord(slot.state.observation, action, step.reward, step.done, slot.state.admissible, logp)
+                    )
                     if step.done:
-                        on_episode(Episode(
-                            slot.env.name, slot.job.env_seed, slot.state.task, name, slot.steps,
-                            step.observation, slot.job.index, dict(step.info),
-                        ))
+                        on_episode(
+                            Episode(
+                                slot.env.name,
+                                slot.job.env_seed,
+                                slot.state.task,
+                                name,
+                                slot.steps,
+                                step.observation,
+                                slot.job.index,
+                                dict(step.info),
+                            )
+                        )
                         slots[i] = start(slot.env)
                     else:
                         history = [*slot.state.history, (slot.state.observation, action)]

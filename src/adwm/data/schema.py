@@ -74,7 +74,9 @@ def _type_ok(value: Any, kind: type) -> bool:
 
 def _expect(where: str, name: str, value: Any, kind: type) -> None:
     if not _type_ok(value, kind):
-        want = {float: "a finite number", int: "an integer", str: "a string", bool: "true or false", list: "a list"}[kind]
+        want = {float: "a finite number", int: "an integer", str: "a string", bool: "true or false", list: "a list"}[
+            kind
+        ]
         raise LogFormatError(f"{where}: field '{name}': expected {want}, got {type(value).__name__} {value!r:.60}")
 
 
@@ -108,16 +110,20 @@ def parse_episode(line: str, where: str, privileged: bool = False) -> Episode:
             raise LogFormatError(f"{where}: field '{key}.admissible': expected a list of strings or null")
         blp = s.get("behavior_logprob")
         if blp is not None and not (_type_ok(blp, float) and blp <= 0 or blp == float("-inf")):
-            raise LogFormatError(f"{where}: field '{key}.behavior_logprob': expected a log-probability <= 0 or null, got {blp!r}")
+            raise LogFormatError(
+                f"{where}: field '{key}.behavior_logprob': expected a log-probability <= 0 or null, got {blp!r}"
+            )
         if s["done"] and t != len(d["steps"]) - 1:
             raise LogFormatError(f"{where}: field '{key}.done': true before the last step")
-        steps.append(StepRecord(
-            s["observation"], s["action"], float(s["reward"]), s["done"], adm, blp if privileged else None
-        ))
+        steps.append(
+            StepRecord(s["observation"], s["action"], float(s["reward"]), s["done"], adm, blp if privileged else None)
+        )
     index = d.get("index")
     if index is not None:
         _expect(where, "index", index, int)
-    return Episode(d["env"], d["seed"], d["task"], d["policy"], steps, d["final_observation"], index, d.get("info") or {})
+    return Episode(
+        d["env"], d["seed"], d["task"], d["policy"], steps, d["final_observation"], index, d.get("info") or {}
+    )
 
 
 def read_episodes(path: str | Path, privileged: bool = False) -> list[Episode]:

@@ -17,16 +17,42 @@ OPEN, CLOSED, LOCKED = 0, 1, 2
 INVENTORY = -1
 
 ROOM_NAMES = (
-    "kitchen", "hallway", "bedroom", "garden", "pantry", "study",
-    "cellar", "attic", "bathroom", "living room", "workshop", "library",
+    "kitchen",
+    "hallway",
+    "bedroom",
+    "garden",
+    "pantry",
+    "study",
+    "cellar",
+    "attic",
+    "bathroom",
+    "living room",
+    "workshop",
+    "library",
 )
 CONTAINER_NAMES = (
-    "wooden chest", "metal cabinet", "cardboard box", "small drawer",
-    "fridge", "wicker basket", "tool box", "glass case",
+    "wooden chest",
+    "metal cabinet",
+    "cardboard box",
+    "small drawer",
+    "fridge",
+    "wicker basket",
+    "tool box",
+    "glass case",
 )
 OBJECT_NAMES = (
-    "apple", "red ball", "silver coin", "old book", "candle", "blue cup",
-    "toy car", "pear", "wool glove", "spoon", "green bottle", "paper map",
+    "apple",
+    "red ball",
+    "silver coin",
+    "old book",
+    "candle",
+    "blue cup",
+    "toy car",
+    "pear",
+    "wool glove",
+    "spoon",
+    "green bottle",
+    "paper map",
 )
 KEY_NAMES = ("brass key", "iron key", "copper key", "bone key")
 
@@ -277,7 +303,9 @@ def _sample(rng: random.Random, cfg: GenerationConfig) -> tuple[Layout, State]:
     door_states = []
     for _ in doors:
         u = rng.random()
-        door_states.append(LOCKED if u < cfg.locked_door_prob else CLOSED if u < cfg.locked_door_prob + cfg.closed_door_prob else OPEN)
+        door_states.append(
+            LOCKED if u < cfg.locked_door_prob else CLOSED if u < cfg.locked_door_prob + cfg.closed_door_prob else OPEN
+        )
     n_cont = rng.randint(1, cfg.max_containers)
     containers = tuple(rng.sample(CONTAINER_NAMES, n_cont))
     container_room = tuple(rng.randrange(n_rooms) for _ in containers)
@@ -309,8 +337,16 @@ def _sample(rng: random.Random, cfg: GenerationConfig) -> tuple[Layout, State]:
     else:
         goal = rng.choice([r for r in range(n_rooms) if r != target_room])
     layout = Layout(
-        rooms=rooms, doors=doors, door_key=tuple(door_key), containers=containers,
-        container_room=container_room, objects=tuple(objects), is_key=tuple(is_key),
-        target=target, goal_kind=goal_kind, goal=goal, start_loc=obj_loc,
+        rooms=rooms,
+        doors=doors,
+        door_key=tuple(door_key),
+        containers=containers,
+        container_room=container_room,
+        objects=tuple(objects),
+        is_key=tuple(is_key),
+        target=target,
+        goal_kind=goal_kind,
+        goal=goal,
+        start_loc=obj_loc,
     )
     return layout, State(start, tuple(door_states), open_containers, obj_loc)

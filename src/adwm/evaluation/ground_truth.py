@@ -12,12 +12,14 @@ import json
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from adwm.atomic import atomic_write_json
 from adwm.data.rollout import EpisodeJob, run_episodes
+from adwm.data.schema import Episode
 from adwm.envs.registry import EnvConfig, make_env
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import PolicyConfig
@@ -29,6 +31,10 @@ class GroundTruthConfig:
     seed_offset: int = 3_000_000  # environment seeds offset+[0, n): disjoint from training and behaviour logs
     n_envs: int = 64  # environments in lock-step per batched model call
     out: str = "${run.root}/ground_truth/ground_truth.json"
+
+
+def _keep(store: dict[int, Episode], ep: Episode) -> None:
+    store[ep.index] = ep
 
 
 def summarise(returns: list[float]) -> dict:
@@ -50,19 +56,23 @@ def ground_truth(
             continue
         start = time.time()
         policy = build_policy(pcfg, f"family policy '{pcfg.name}'")
-        episodes = {}
+        episodes: dict[int, Episode] = {}
         jobs = [EpisodeJob(i, cfg.seed_offset + i, (seed, 7, i), pcfg.name) for i in range(cfg.n_episodes)]
-        run_episodes(lambda: make_env(env_cfg), {pcfg.name: policy}, jobs,
-                     lambda ep: episodes.__setitem__(ep.index, ep), cfg.n_envs)
+        run_episodes(lambda: make_env(env_cfg), {pcfg.name: policy}, jobs, partial(_keep, episodes), cfg.n_envs)
         returns = [episodes[i].discounted_return(env_cfg.gamma) for i in range(cfg.n_episodes)]
         results[pcfg.name] = {
-            **summarise(returns), "returns": returns,
+            **summarise(returns),
+            "returns": returns,
             "mean_length": float(np.mean([len(episodes[i].steps) for i in range(cfg.n_episodes)])),
             "success_rate": float(np.mean([bool(episodes[i].info.get("won")) for i in range(cfg.n_episodes)])),
-            "seconds": round(time.time() - start, 1), "settings": settings,
+            "seconds": round(time.time() - start, 1),
+            "settings": settings,
         }
         atomic_write_json(out, results)
         if progress:
             r = results[pcfg.name]
-            print(f"ground-truth [{k + 1}/{len(policies)}] {pcfg.name}: J={r['J']:.3f} ± {r['se']:.3f} ({r['seconds']}s)", file=sys.stderr)
+            print(
+                f"ground-truth [{k + 1}/{len(policies)}] {pcfg.name}: J={r['J']:.3f} ± {r['se']:.3f} ({r['seconds']}s)",
+                file=sys.stderr,
+            )
     return {p.name: results[p.name] for p in policies}

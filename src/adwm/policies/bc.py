@@ -11,7 +11,9 @@ import torch
 class BehaviourCloningModule(L.LightningModule):
     """Next-token cross-entropy on the action span; the prompt only conditions."""
 
-    def __init__(self, model: torch.nn.Module, lr: float, weight_decay: float, warmup_steps: int, max_steps: int) -> None:
+    def __init__(
+        self, model: torch.nn.Module, lr: float, weight_decay: float, warmup_steps: int, max_steps: int
+    ) -> None:
         super().__init__()
         self.model = model
         self.save_hyperparameters(ignore=["model"])

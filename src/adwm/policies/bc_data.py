@@ -46,7 +46,9 @@ def gold_demos(
             if step.done:
                 break
             texts += step.admissible
-            state = AgentState(state.task, step.observation, [*state.history, (state.observation, action)], step.admissible)
+            state = AgentState(
+                state.task, step.observation, [*state.history, (state.observation, action)], step.admissible
+            )
     return demos, texts
 
 

@@ -116,8 +116,13 @@ class LLMPolicy(Policy):
             return ids[-1] == eos or suffix in self.tokenizer.decode(ids[-4:])
 
         ids = sample_continuations(
-            self.model, [self.prompt_ids(states[i]) for i in gen], [rngs[i] for i in gen],
-            self.pad_id, stop, self.cfg.temperature, self.cfg.max_new_tokens,
+            self.model,
+            [self.prompt_ids(states[i]) for i in gen],
+            [rngs[i] for i in gen],
+            self.pad_id,
+            stop,
+            self.cfg.temperature,
+            self.cfg.max_new_tokens,
         )
         for i, toks in zip(gen, ids):
             text = self.tokenizer.decode(toks, skip_special_tokens=True)

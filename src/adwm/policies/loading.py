@@ -7,6 +7,9 @@ from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+hf_logging.disable_progress_bar()  # one bar per checkpoint load drowns the command's own progress lines
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -28,7 +31,6 @@ def check_model_source(model: str, where: str) -> None:
         )
 
 
-@lru_cache(maxsize=8)
 def load_causal_lm(
     model: str,
     tokenizer: str | None = None,
@@ -38,21 +40,27 @@ def load_causal_lm(
     device: str = "cpu",
     where: str = "policy.model",
 ) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
-    """Load (and cache per process) a causal LM in eval mode plus its tokenizer.
+    """Load a causal LM in eval mode plus its tokenizer; errors name the config key `where`.
 
-    Policies that share a checkpoint (an epsilon family) share one copy.
+    Loads are cached per process, so policies that share a checkpoint (an
+    epsilon family) share one copy.
     """
     check_model_source(model, where)
     if dtype not in DTYPES:
         raise ValueError(f"{where}: unknown dtype '{dtype}'; choose from {sorted(DTYPES)}")
-    extra = {"gguf_file": gguf_file} if gguf_file else {}
     try:
-        tok = AutoTokenizer.from_pretrained(tokenizer or model, trust_remote_code=trust_remote_code, **extra)
-        lm = AutoModelForCausalLM.from_pretrained(
-            model, trust_remote_code=trust_remote_code, dtype=DTYPES[dtype], **extra
-        )
+        return _load(model, tokenizer, gguf_file, trust_remote_code, dtype, device)
     except OSError as err:
         raise FileNotFoundError(f"{where}: cannot load model '{model}': {str(err).splitlines()[0]}") from err
+
+
+@lru_cache(maxsize=8)
+def _load(
+    model: str, tokenizer: str | None, gguf_file: str | None, trust_remote_code: bool, dtype: str, device: str
+) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+    extra = {"gguf_file": gguf_file} if gguf_file else {}
+    tok = AutoTokenizer.from_pretrained(tokenizer or model, trust_remote_code=trust_remote_code, **extra)
+    lm = AutoModelForCausalLM.from_pretrained(model, trust_remote_code=trust_remote_code, dtype=DTYPES[dtype], **extra)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return lm.to(device).eval(), tok

@@ -9,10 +9,9 @@ one prompt pass plus |A| short passes, not |A| full ones.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import inspect
 
 import numpy as np
 import torch
@@ -36,8 +35,8 @@ def _left_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor,
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, s in enumerate(seqs):
-        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-        mask[i, width - len(s):] = 1
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s) :] = 1
     return ids, mask
 
 
@@ -64,8 +63,11 @@ def score_continuations(
     p_ids, p_mask = _left_pad(prompts, pad_id)  # (B, Lp)
     p_pos = (p_mask.cumsum(-1) - 1).clamp(min=0)
     out = model(
-        input_ids=p_ids.to(device), attention_mask=p_mask.to(device), position_ids=p_pos.to(device),
-        use_cache=True, logits_to_keep=1,
+        input_ids=p_ids.to(device),
+        attention_mask=p_mask.to(device),
+        position_ids=p_pos.to(device),
+        use_cache=True,
+        logits_to_keep=1,
     )
     first = _scaled_log_softmax(out.logits[:, -1], temperature).cpu()  # (B, V)
     first_arg = out.logits[:, -1].argmax(-1).cpu()
@@ -83,8 +85,11 @@ def score_continuations(
     mask = torch.cat([p_mask[idx], c_mask], dim=1)  # (N, Lp + La)
     pos = p_mask.sum(-1)[idx, None] + torch.arange(width)[None]  # (N, La)
     out = model(
-        input_ids=c_ids.to(device), attention_mask=mask.to(device), position_ids=pos.to(device),
-        use_cache=False, **{name: cache},
+        input_ids=c_ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=pos.to(device),
+        use_cache=False,
+        **{name: cache},
     )
     logp = _scaled_log_softmax(out.logits, temperature).cpu()  # (N, La, V)
     arg = out.logits.argmax(-1).cpu()
@@ -121,7 +126,13 @@ def sample_continuations(
     device = next(model.parameters()).device
     ids, mask = _left_pad(prompts, pad_id)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=pos.to(device), use_cache=True, logits_to_keep=1)
+    out = model(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=pos.to(device),
+        use_cache=True,
+        logits_to_keep=1,
+    )
     name = _cache_name(model)
     generated: list[list[int]] = [[] for _ in prompts]
     done = [False] * len(prompts)
@@ -144,8 +155,11 @@ def sample_continuations(
             break
         mask = torch.cat([mask, torch.ones((len(prompts), 1), dtype=torch.long)], dim=1)
         out = model(
-            input_ids=torch.tensor(step, dtype=torch.long)[:, None].to(device), attention_mask=mask.to(device),
-            position_ids=next_pos[:, None].to(device), use_cache=True, **{name: getattr(out, name)},
+            input_ids=torch.tensor(step, dtype=torch.long)[:, None].to(device),
+            attention_mask=mask.to(device),
+            position_ids=next_pos[:, None].to(device),
+            use_cache=True,
+            **{name: getattr(out, name)},
         )
         next_pos = next_pos + 1
     return generated

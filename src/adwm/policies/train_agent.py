@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -13,13 +14,13 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from adwm.atomic import atomic_write_json
 from adwm.envs.registry import EnvConfig, make_env
 from adwm.policies.bc import BehaviourCloningModule
 from adwm.policies.bc_data import DemoDataset, gold_demos
 from adwm.policies.llm import PolicyConfig
 from adwm.policies.tiny import TinyModelConfig, make_tiny_llama, train_tokenizer
 from adwm.trainer import LoggerConfig, TrainerConfig, build_logger, build_trainer
-from adwm.atomic import atomic_write_json
 
 
 @dataclass
@@ -42,16 +43,22 @@ class AgentConfig:
     val_fraction: float = 0.1  # held-out demonstration episodes for val/loss
     variants: dict[str, AgentVariant] = field(
         default_factory=lambda: {
-            "iter1": AgentVariant(episodes=30, steps=120),
-            "iter2": AgentVariant(episodes=120, steps=300),
-            "iter3": AgentVariant(episodes=500, steps=700),
+            "iter1": AgentVariant(episodes=60, steps=150),
+            "iter2": AgentVariant(episodes=200, steps=300),
+            "iter3": AgentVariant(episodes=600, steps=500),
         }
     )
 
 
 def train_agent(
-    agent: AgentConfig, variant: str, env_cfg: EnvConfig, prompt: PolicyConfig,
-    trainer_cfg: TrainerConfig, logger_cfg: LoggerConfig, seed: int, hparams: dict[str, Any],
+    agent: AgentConfig,
+    variant: str,
+    env_cfg: EnvConfig,
+    prompt: PolicyConfig,
+    trainer_cfg: TrainerConfig,
+    logger_cfg: LoggerConfig,
+    seed: int,
+    hparams: dict[str, Any],
 ) -> Path:
     """Train variant `variant` and save it with `save_pretrained`; returns its directory."""
     if variant not in agent.variants:
@@ -78,6 +85,7 @@ def train_agent(
 
     module = BehaviourCloningModule(model, agent.lr, agent.weight_decay, agent.warmup_steps, spec.steps)
     logger = build_logger(logger_cfg, out.parent, f"agent-{variant}", hparams)
+    warnings.filterwarnings("ignore", message=".*validation_step.*val_dataloader.*")  # validated after fit
     trainer = build_trainer(trainer_cfg, logger, out.parent, max_steps=spec.steps, enable_checkpointing=False)
     trainer.fit(module, train_dl)
     val_metrics = trainer.validate(module, val_dl, verbose=False)[0]
@@ -86,10 +94,16 @@ def train_agent(
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     meta = {
-        "variant": variant, **asdict(spec), "train_examples": len(train_ds), "val_examples": len(val_ds),
-        "parameters": sum(p.numel() for p in model.parameters()), "val_loss": val_metrics["val/loss"],
-        "val_token_acc": val_metrics["val/token_acc"], "seconds": round(time.time() - start, 1),
-        "prompt_template": prompt.prompt_template, "history_turns": prompt.history_turns,
+        "variant": variant,
+        **asdict(spec),
+        "train_examples": len(train_ds),
+        "val_examples": len(val_ds),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "val_loss": val_metrics["val/loss"],
+        "val_token_acc": val_metrics["val/token_acc"],
+        "seconds": round(time.time() - start, 1),
+        "prompt_template": prompt.prompt_template,
+        "history_turns": prompt.history_turns,
         "action_suffix": prompt.action_suffix,
     }
     atomic_write_json(out / "adwm_agent.json", meta)

@@ -1,0 +1,109 @@
+"""Speed of the pieces the main job leans on; writes benchmarks/results/speed.json.
+
+    .venv/bin/python benchmarks/speed.py
+
+* builtin env: microseconds per step under a uniform agent, milliseconds per reset (incl. the solver);
+* agent scoring: milliseconds per state for a batch of 64 states, default tiny-agent size (random init);
+* behaviour cloning: supervised examples per second of one optimiser step, batch 32.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from adwm.atomic import atomic_write_json
+from adwm.envs import BuiltinEnv
+from adwm.policies.base import AgentState
+from adwm.policies.bc import BehaviourCloningModule
+from adwm.policies.bc_data import DemoDataset, gold_demos
+from adwm.policies.llm import LLMPolicy, PolicyConfig
+from adwm.policies.tiny import TinyModelConfig, make_tiny_llama, train_tokenizer
+
+
+def env_speed() -> dict:
+    env, rng = BuiltinEnv(), random.Random(0)
+    t, resets = time.perf_counter(), 300
+    for seed in range(resets):
+        env.reset(seed)
+    reset_ms = (time.perf_counter() - t) / resets * 1e3
+    steps, t = 0, time.perf_counter()
+    for seed in range(resets):
+        adm = env.reset(seed).admissible
+        while True:
+            s = env.step(rng.choice(adm))
+            steps += 1
+            if s.done:
+                break
+            adm = s.admissible
+    total = time.perf_counter() - t
+    return {"reset_ms": round(reset_ms, 3), "step_us": round((total - resets * reset_ms / 1e3) / steps * 1e6, 1)}
+
+
+def agent_speed(tmp: Path) -> dict:
+    env = BuiltinEnv()
+    demos, texts = gold_demos(env, list(range(60)), 0.3, random.Random(0), PolicyConfig().prompt_template, 0)
+    tok = train_tokenizer(texts, 1024)
+    torch.manual_seed(0)
+    model = make_tiny_llama(TinyModelConfig(hidden_size=128, intermediate_size=384, num_layers=3), tok)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    policy = LLMPolicy(PolicyConfig(name="bench", model=str(tmp), history_turns=0))
+    states = []
+    for seed in range(64):
+        r = env.reset(seed)
+        states.append(AgentState(r.task, r.observation, [], r.admissible))
+    policy.log_distributions(states)  # warm-up
+    t = time.perf_counter()
+    for _ in range(5):
+        policy.log_distributions(states)
+    score_ms = (time.perf_counter() - t) / (5 * len(states)) * 1e3
+
+    ds = DemoDataset(demos[:32], tok, "\n")
+    batch = ds.collate([ds[i] for i in range(32)])
+    module = BehaviourCloningModule(model.train(), 1e-3, 0.0, 1, 10)
+    opt = torch.optim.AdamW(model.parameters(), 1e-3)
+    for _ in range(2):
+        module.model_step(batch)[0].backward()
+        opt.step()
+        opt.zero_grad()
+    t = time.perf_counter()
+    for _ in range(5):
+        module.model_step(batch)[0].backward()
+        opt.step()
+        opt.zero_grad()
+    bc_per_s = 5 * 32 / (time.perf_counter() - t)
+    return {
+        "agent_parameters": sum(p.numel() for p in model.parameters()),
+        "score_ms_per_state_batch64": round(score_ms, 2),
+        "mean_admissible": round(sum(len(s.admissible) for s in states) / len(states), 1),
+        "mean_prompt_tokens": round(sum(len(policy.prompt_ids(s)) for s in states) / len(states), 1),
+        "bc_examples_per_s": round(bc_per_s, 1),
+    }
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        result = {
+            "machine": {
+                "cpu_threads": torch.get_num_threads(),
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+            },
+            "builtin_env": env_speed(),
+            "agent": agent_speed(Path(tmp)),
+        }
+    out = Path(__file__).parent / "results" / "speed.json"
+    atomic_write_json(out, result)
+    print(json.dumps(result, indent=2))
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
