@@ -93,7 +93,6 @@ def _run(command: str, overrides: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never fetch weights at run time
-    os.environ.setdefault("WANDB_MODE", "offline")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     from adwm.config import ConfigError
     from adwm.data.schema import LogFormatError

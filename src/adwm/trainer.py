@@ -47,7 +47,7 @@ def build_logger(cfg: LoggerConfig, run_dir: Path, run_name: str, hparams: dict[
             raise ValueError(
                 f"logger.mode: unknown W&B mode '{cfg.mode}'; choose from ['disabled', 'offline', 'online']"
             )
-        os.environ.setdefault("WANDB_MODE", cfg.mode)
+        mode = os.environ.get("WANDB_MODE", cfg.mode)  # the environment wins, as in wandb itself (tests: disabled)
         logger = WandbLogger(
             project=cfg.project,
             entity=cfg.entity,
@@ -55,8 +55,8 @@ def build_logger(cfg: LoggerConfig, run_dir: Path, run_name: str, hparams: dict[
             tags=list(cfg.tags),
             name=run_name,
             save_dir=str(run_dir),
-            offline=cfg.mode == "offline",
-            mode=os.environ["WANDB_MODE"],
+            offline=mode == "offline",
+            mode=mode,
         )
     logger.log_hyperparams(hparams)
     return logger
