@@ -109,3 +109,12 @@ def test_bad_behaviour_mixture(tmp_path, behaviour, message):
     cfg = CollectConfig(n_episodes=2, out=str(tmp_path / "x.jsonl"), behaviour=behaviour)
     with pytest.raises(ValueError, match=message):
         collect(cfg, EnvConfig(), seed=0)
+
+
+def test_refuses_to_extend_a_log_made_with_other_settings(tmp_path):
+    path = tmp_path / "log.jsonl"
+    collect(uniform_cfg(path, 4), EnvConfig(), seed=0, progress=False)
+    collect(uniform_cfg(path, 6), EnvConfig(), seed=0, progress=False)  # same settings, more episodes: extends
+    assert len(read_episodes(path)) == 6
+    with pytest.raises(ValueError, match=r"log.jsonl: this log was collected with other settings \(seed\)"):
+        collect(uniform_cfg(path, 8), EnvConfig(), seed=1, progress=False)

@@ -49,3 +49,14 @@ def test_ground_truth_values_common_seeds_and_resume(tmp_path, tiny_lm_dir):
     after = json.loads(out.read_text())
     assert all(after[k]["seconds"] == before[k]["seconds"] for k in before)  # not rerun
     assert res2["u3"]["returns"] == res["u1"]["returns"]
+
+
+def test_changed_policy_config_is_measured_again(tmp_path):
+    cfg = GroundTruthConfig(n_episodes=4, n_envs=4, out=str(tmp_path / "gt.json"))
+    first = ground_truth([PolicyConfig(name="p", kind="uniform")], cfg, EnvConfig(), seed=0, progress=False)
+    again = ground_truth(
+        [PolicyConfig(name="p", kind="uniform", eps=0.5)], cfg, EnvConfig(max_steps=5), seed=0, progress=False
+    )
+    assert first["p"]["settings"] != again["p"]["settings"]
+    assert json.loads((tmp_path / "gt.json").read_text())["p"]["settings"] == again["p"]["settings"]
+    assert max(again["p"]["returns"]) <= 1.0 and again["p"]["mean_length"] <= 5

@@ -17,27 +17,21 @@ from adwm.config import to_object
 from adwm.data.collect import collect
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth
-from adwm.policies.train_agent import train_agent
+from adwm.policies.train_agent import is_trained, train_agent, training_signature
 
 
 def train_agents(cfg: DictConfig, names: list[str]) -> dict[str, Path]:
-    """Train each named variant unless its checkpoint already exists."""
+    """Train each named variant unless a checkpoint made with the same settings exists."""
     paths = {}
-    agent = to_object(cfg.agent)
+    agent, env_cfg, prompt = to_object(cfg.agent), to_object(cfg.env), to_object(cfg.policy)
     for name in names:
+        if name not in agent.variants:
+            raise ValueError(f"agent.name: unknown agent variant '{name}'; choose from {sorted(agent.variants)}")
         path = Path(agent.dir) / name
-        if not (path / "adwm_agent.json").is_file():
+        if not is_trained(path, training_signature(agent, name, env_cfg, prompt, cfg.seed)):
             print(f"quickstart: training agent {name}", file=sys.stderr)
-            train_agent(
-                agent,
-                name,
-                to_object(cfg.env),
-                to_object(cfg.policy),
-                to_object(cfg.trainer),
-                to_object(cfg.logger),
-                cfg.seed,
-                OmegaConf.to_container(cfg),
-            )
+            hparams = OmegaConf.to_container(cfg)
+            train_agent(agent, name, env_cfg, prompt, to_object(cfg.trainer), to_object(cfg.logger), cfg.seed, hparams)
         paths[name] = path
     return paths
 
@@ -56,6 +50,13 @@ def format_table(rows: list[dict]) -> str:
 
 def quickstart(cfg: DictConfig) -> Path:
     """Run the whole job; returns the path of `summary.json`."""
+    family = family_policies(to_object(cfg.policy), to_object(cfg.family))
+    behaviour = {b.policy.name for b in to_object(cfg.collect).behaviour}
+    clash = sorted(behaviour & {p.name for p in family})
+    if clash:
+        raise ValueError(
+            f"collect.behaviour: behaviour agents must differ from every evaluated policy; shared: {clash}"
+        )
     timings: dict[str, float] = {}
     t = time.time()
     train_agents(cfg, list(cfg.agent.variants))
@@ -66,13 +67,6 @@ def quickstart(cfg: DictConfig) -> Path:
     timings["collect"] = round(time.time() - t, 1)
 
     t = time.time()
-    family = family_policies(to_object(cfg.policy), to_object(cfg.family))
-    behaviour = {b.policy.name for b in to_object(cfg.collect).behaviour}
-    clash = sorted(behaviour & {p.name for p in family})
-    if clash:
-        raise ValueError(
-            f"collect.behaviour: behaviour agents must differ from every evaluated policy; shared: {clash}"
-        )
     truth = ground_truth(family, to_object(cfg.ground_truth), to_object(cfg.env), cfg.seed)
     timings["ground_truth"] = round(time.time() - t, 1)
 

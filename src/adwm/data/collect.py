@@ -10,14 +10,16 @@ last line left by a crash is cut off before resuming.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from adwm.atomic import atomic_write_json
 from adwm.data.rollout import EpisodeJob, run_episodes
 from adwm.data.schema import Episode, LogFormatError, parse_episode
 from adwm.envs.registry import EnvConfig, make_env
@@ -76,6 +78,21 @@ def repair_and_scan(path: Path) -> set[int]:
     return done
 
 
+def _check_settings(out: Path, settings: dict) -> None:
+    """Refuse to extend a log collected with other settings; record them for a new log."""
+    meta = out.with_name(out.name + ".meta.json")
+    if meta.is_file():
+        old = json.loads(meta.read_text())
+        changed = sorted(k for k in settings.keys() | old.keys() if settings.get(k) != old.get(k))
+        if changed:
+            raise ValueError(
+                f"{out}: this log was collected with other settings ({', '.join(changed)}); "
+                "choose another collect.out or delete the log"
+            )
+    elif not out.exists():
+        atomic_write_json(meta, settings)
+
+
 def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = True) -> Path:
     """Append episodes to `cfg.out` until it holds `cfg.n_episodes`; returns the log path."""
     if not cfg.behaviour:
@@ -88,6 +105,15 @@ def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = 
         raise ValueError(f"collect.behaviour: weights must be >= 0 with a positive sum, got {weights.tolist()}")
     out = Path(cfg.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    _check_settings(
+        out,
+        {
+            "behaviour": [asdict(b) for b in cfg.behaviour],
+            "seed": seed,
+            "seed_offset": cfg.seed_offset,
+            "env": asdict(env_cfg),
+        },
+    )
     done = repair_and_scan(out)
     weights = weights / weights.sum()
     jobs = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
@@ -49,8 +49,14 @@ def ground_truth(
     """{policy name: {J, se, n, returns, mean_length, seconds}}; resumable per policy."""
     out = Path(cfg.out)
     results: dict[str, dict] = json.loads(out.read_text()) if out.is_file() else {}
-    settings = {"n_episodes": cfg.n_episodes, "seed_offset": cfg.seed_offset, "gamma": env_cfg.gamma, "seed": seed}
     for k, pcfg in enumerate(policies):
+        settings = {
+            "n_episodes": cfg.n_episodes,
+            "seed_offset": cfg.seed_offset,
+            "seed": seed,
+            "env": asdict(env_cfg),
+            "policy": asdict(pcfg),
+        }
         prev = results.get(pcfg.name)
         if prev is not None and prev.get("settings") == settings:
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import time
 import warnings
@@ -50,6 +51,28 @@ class AgentConfig:
     )
 
 
+def training_signature(agent: AgentConfig, variant: str, env_cfg: EnvConfig, prompt: PolicyConfig, seed: int) -> dict:
+    """Everything that decides what `train_agent` makes; a saved agent is reused only if it matches."""
+    return {
+        "variant": variant,
+        **asdict(agent.variants[variant]),
+        "model": asdict(agent.model),
+        "lr": agent.lr,
+        "batch_size": agent.batch_size,
+        "seed_offset": agent.seed_offset,
+        "env": asdict(env_cfg),
+        "seed": seed,
+        "prompt_template": prompt.prompt_template,
+        "history_turns": prompt.history_turns,
+        "action_suffix": prompt.action_suffix,
+    }
+
+
+def is_trained(path: Path, signature: dict) -> bool:
+    meta = path / "adwm_agent.json"
+    return meta.is_file() and json.loads(meta.read_text()).get("signature") == signature
+
+
 def train_agent(
     agent: AgentConfig,
     variant: str,
@@ -94,17 +117,13 @@ def train_agent(
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     meta = {
-        "variant": variant,
-        **asdict(spec),
+        "signature": training_signature(agent, variant, env_cfg, prompt, seed),
         "train_examples": len(train_ds),
         "val_examples": len(val_ds),
         "parameters": sum(p.numel() for p in model.parameters()),
         "val_loss": val_metrics["val/loss"],
         "val_token_acc": val_metrics["val/token_acc"],
         "seconds": round(time.time() - start, 1),
-        "prompt_template": prompt.prompt_template,
-        "history_turns": prompt.history_turns,
-        "action_suffix": prompt.action_suffix,
     }
     atomic_write_json(out / "adwm_agent.json", meta)
     return out
