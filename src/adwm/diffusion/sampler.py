@@ -1,0 +1,71 @@
+"""Reverse diffusion with DDPM and DDIM steps; owns no parameters, only schedule buffers.
+
+The sampler calls `eps_fn(x_t, t) -> eps_hat` at each step, so classifier-free
+and policy guidance (which edit eps_hat) plug in without touching the steps.
+Hand-written rather than diffusers' schedulers: the reverse step must expose
+its Tweedie estimate and accept an eps edit per step, and it is 60 lines.
+Latents are never clamped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from adwm.diffusion.schedules import alpha_bar
+
+EpsFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x_t, t: (B,) long) -> eps_hat
+
+
+@dataclass
+class SamplerConfig:
+    train_steps: int = 100  # T of the forward process; latents need far fewer than images' 1000
+    schedule: str = "cosine"  # cosine keeps more signal at mid t than linear for small T
+    method: str = "ddim"  # ddim: deterministic, few steps; ddpm: ancestral
+    steps: int = 20  # reverse steps at sampling time (ddim subsamples the T steps)
+    ddim_eta: float = 0.0  # 0: deterministic DDIM; 1: DDPM-like noise
+
+
+class DiffusionSampler:
+    def __init__(self, cfg: SamplerConfig) -> None:
+        if cfg.method not in ("ddim", "ddpm"):
+            raise ValueError(f"sampler.method: unknown method '{cfg.method}'; choose from ['ddim', 'ddpm']")
+        if not 1 <= cfg.steps <= cfg.train_steps:
+            raise ValueError(f"sampler.steps: expected 1..{cfg.train_steps}, got {cfg.steps}")
+        self.cfg = cfg
+        self.abar = alpha_bar(cfg.schedule, cfg.train_steps).float()  # (T,) stored float32, computed float64
+        steps = cfg.train_steps if cfg.method == "ddpm" else cfg.steps
+        self.timesteps = torch.linspace(cfg.train_steps - 1, 0, steps).round().long()  # descending
+
+    @torch.no_grad()
+    def sample(self, eps_fn: EpsFn, shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
+        """Draw x_0 of `shape`, starting from x_T ~ N(0, I)."""
+        x = torch.randn(shape, generator=generator)
+        for i, t in enumerate(self.timesteps):
+            t_prev = self.timesteps[i + 1] if i + 1 < len(self.timesteps) else None
+            x = self.step(eps_fn, x, int(t), None if t_prev is None else int(t_prev), generator)
+        return x
+
+    def step(
+        self, eps_fn: EpsFn, x_t: torch.Tensor, t: int, t_prev: int | None, generator: torch.Generator | None
+    ) -> torch.Tensor:
+        """One reverse step x_t -> x_{t_prev} (t_prev None: the final step to x_0)."""
+        tt = torch.full((x_t.shape[0],), t, dtype=torch.long)
+        # (1) the (possibly guided) noise estimate at x_t
+        eps = eps_fn(x_t, tt)
+        a_t = self.abar[t]
+        a_prev = self.abar[t_prev] if t_prev is not None else torch.tensor(1.0)
+        # (2) Tweedie estimate x0_hat = (x_t - sqrt(1 - abar_t) eps) / sqrt(abar_t)
+        x0 = (x_t - (1 - a_t).sqrt() * eps) / a_t.sqrt()
+        if t_prev is None:
+            return x0
+        # (3) posterior noise level: DDPM sigma^2 = (1 - abar_prev)/(1 - abar_t) * (1 - abar_t/abar_prev);
+        #     DDIM scales it by eta (Song et al. 2021, eq. 16)
+        eta = 1.0 if self.cfg.method == "ddpm" else self.cfg.ddim_eta
+        sigma = eta * ((1 - a_prev) / (1 - a_t) * (1 - a_t / a_prev)).clamp(min=0).sqrt()
+        # (4) x_{t_prev} = sqrt(abar_prev) x0_hat + sqrt(1 - abar_prev - sigma^2) eps + sigma z
+        direction = (1 - a_prev - sigma**2).clamp(min=0).sqrt() * eps
+        noise = torch.randn(x_t.shape, generator=generator) if sigma > 0 else 0.0
+        return a_prev.sqrt() * x0 + direction + sigma * noise
