@@ -45,6 +45,21 @@ def _scaled_log_softmax(logits: torch.Tensor, temperature: float) -> torch.Tenso
     return torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1)
 
 
+def _prompt_pass(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int):
+    """Run left-padded prompts once with the KV cache on; logits only at the last position."""
+    device = next(model.parameters()).device
+    ids, mask = _left_pad(prompts, pad_id)  # (B, Lp)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=pos.to(device),
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    return out, mask
+
+
 @torch.no_grad()
 def score_continuations(
     model: torch.nn.Module,
@@ -60,15 +75,7 @@ def score_continuations(
     the raw logits (callers read `greedy` for the argmax rule).
     """
     device = next(model.parameters()).device
-    p_ids, p_mask = _left_pad(prompts, pad_id)  # (B, Lp)
-    p_pos = (p_mask.cumsum(-1) - 1).clamp(min=0)
-    out = model(
-        input_ids=p_ids.to(device),
-        attention_mask=p_mask.to(device),
-        position_ids=p_pos.to(device),
-        use_cache=True,
-        logits_to_keep=1,
-    )
+    out, p_mask = _prompt_pass(model, prompts, pad_id)
     first = _scaled_log_softmax(out.logits[:, -1], temperature).cpu()  # (B, V)
     first_arg = out.logits[:, -1].argmax(-1).cpu()
     name = _cache_name(model)
@@ -124,15 +131,7 @@ def sample_continuations(
     generator (argmax at T = 0), so a row's draw does not depend on the batch.
     """
     device = next(model.parameters()).device
-    ids, mask = _left_pad(prompts, pad_id)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    out = model(
-        input_ids=ids.to(device),
-        attention_mask=mask.to(device),
-        position_ids=pos.to(device),
-        use_cache=True,
-        logits_to_keep=1,
-    )
+    out, mask = _prompt_pass(model, prompts, pad_id)
     name = _cache_name(model)
     generated: list[list[int]] = [[] for _ in prompts]
     done = [False] * len(prompts)
