@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from adwm.data.collect import CollectConfig
+from adwm.data.datamodule import DataConfig
 from adwm.envs.registry import EnvConfig
 from adwm.evaluation.family import FamilyConfig
 from adwm.evaluation.ground_truth import GroundTruthConfig
@@ -55,6 +56,7 @@ class AppConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # the evaluated agent; the eps family is built around it
     collect: CollectConfig = field(default_factory=CollectConfig)
+    data: DataConfig = field(default_factory=DataConfig)  # logged transitions for world-model training
     family: FamilyConfig = field(default_factory=FamilyConfig)
     ground_truth: GroundTruthConfig = field(default_factory=GroundTruthConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

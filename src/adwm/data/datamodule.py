@@ -1,0 +1,163 @@
+"""`TrajectoryDataModule`: logged transitions with their history window, split by episode.
+
+A sample is one logged step t: the last `history` observations up to o_t and
+the actions between them, the action a_t, the next observation o_{t+1}, r_t,
+done_t, and the admissible lists of o_t and o_{t+1} over the logged action
+vocabulary. Observations travel as indices into the module's observation
+table, so a batch encodes each distinct text once. Behaviour log-probs are
+never loaded (privileged).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from adwm.data.schema import Episode, LogFormatError, read_episodes
+
+
+@dataclass
+class DataConfig:
+    log: str = "${collect.out}"  # episode log (JSONL, adwm.episode/1)
+    val_fraction: float = 0.1  # share of episodes held out, whole episodes only
+    history: int = 4  # observations in the history window (o_{t-history+1} .. o_t)
+    batch_size: int = 64
+    num_workers: int = 0  # samples are small index tuples; worker processes cost more than they save
+
+
+class _Transitions(Dataset):
+    def __init__(self, items: list[dict]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.items[i]
+
+
+class TrajectoryDataModule(L.LightningDataModule):
+    def __init__(self, cfg: DataConfig, seed: int = 0) -> None:
+        super().__init__()
+        if not 0.0 <= cfg.val_fraction < 1.0:
+            raise ValueError(f"data.val_fraction: expected a value in [0, 1), got {cfg.val_fraction}")
+        if cfg.history < 1:
+            raise ValueError(f"data.history: expected at least 1, got {cfg.history}")
+        self.cfg, self.seed = cfg, seed
+        self.observations: list[str] = []
+        self.actions: list[str] = []
+        self.train_items: list[dict] = []
+        self.val_items: list[dict] = []
+
+    # -- building ----------------------------------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_items:
+            return
+        episodes = read_episodes(self.cfg.log)
+        obs_index: dict[str, int] = {}
+        act_index: dict[str, int] = {}
+
+        def obs_id(text: str) -> int:
+            return obs_index.setdefault(text, len(obs_index))
+
+        def act_id(text: str) -> int:
+            return act_index.setdefault(text, len(act_index))
+
+        per_episode = [self._transitions(ep, obs_id, act_id) for ep in episodes]
+        if not any(per_episode):
+            raise LogFormatError(f"{self.cfg.log}: no usable steps (every step needs an action and a next observation)")
+        order = np.random.default_rng(self.seed).permutation(len(episodes))
+        n_val = int(round(len(episodes) * self.cfg.val_fraction))
+        if self.cfg.val_fraction > 0 and len(episodes) >= 2:
+            n_val = min(max(n_val, 1), len(episodes) - 1)
+        val = set(order[:n_val].tolist())
+        self.train_items = [x for i, items in enumerate(per_episode) if i not in val for x in items]
+        self.val_items = [x for i, items in enumerate(per_episode) if i in val for x in items]
+        self.observations = list(obs_index)
+        self.actions = list(act_index)
+
+    def _transitions(self, ep: Episode, obs_id, act_id) -> list[dict]:
+        obs = [obs_id(s.observation) for s in ep.steps] + [obs_id(ep.final_observation)]
+        acts = [act_id(s.action) for s in ep.steps]
+        adm = [[act_id(a) for a in s.admissible] if s.admissible is not None else None for s in ep.steps]
+        items = []
+        for t, step in enumerate(ep.steps):
+            if not step.action.strip():
+                continue
+            lo = max(0, t - self.cfg.history + 1)
+            items.append(
+                {
+                    "history_obs": obs[lo : t + 1],  # o_lo .. o_t
+                    "history_actions": acts[lo:t],  # a_lo .. a_{t-1}
+                    "action": acts[t],
+                    "next_obs": obs[t + 1],
+                    "reward": step.reward,
+                    "done": step.done,
+                    "admissible": adm[t],
+                    "next_admissible": adm[t + 1] if t + 1 < len(adm) else None,
+                    "t": t,
+                }
+            )
+        return items
+
+    # -- batching ------------------------------------------------------------------
+    def collate(self, batch: list[dict]) -> dict[str, torch.Tensor]:
+        """Left-padded history windows (B, W), multi-hot admissible sets (B, |actions|)."""
+        w, n_act = self.cfg.history, len(self.actions)
+        b = len(batch)
+        hist_obs = torch.full((b, w), -1, dtype=torch.long)
+        hist_act = torch.full((b, w), -1, dtype=torch.long)  # hist_act[:, -1] is a_t
+        adm = torch.zeros((b, n_act), dtype=torch.bool)
+        next_adm = torch.zeros((b, n_act), dtype=torch.bool)
+        has_adm = torch.zeros(b, dtype=torch.bool)
+        has_next_adm = torch.zeros(b, dtype=torch.bool)
+        for i, x in enumerate(batch):
+            k = len(x["history_obs"])
+            hist_obs[i, w - k :] = torch.tensor(x["history_obs"])
+            hist_act[i, w - k :] = torch.tensor(x["history_actions"] + [x["action"]])
+            if x["admissible"] is not None:
+                adm[i, x["admissible"]] = True
+                has_adm[i] = True
+            if x["next_admissible"] is not None:
+                next_adm[i, x["next_admissible"]] = True
+                has_next_adm[i] = True
+        return {
+            "history_obs": hist_obs,  # (B, W) observation ids, -1 = padding
+            "history_actions": hist_act,  # (B, W) action ids, last = a_t
+            "next_obs": torch.tensor([x["next_obs"] for x in batch]),  # (B,)
+            "reward": torch.tensor([x["reward"] for x in batch], dtype=torch.float32),
+            "done": torch.tensor([x["done"] for x in batch], dtype=torch.float32),
+            "admissible": adm,
+            "has_admissible": has_adm,
+            "next_admissible": next_adm,
+            "has_next_admissible": has_next_adm,
+            "t": torch.tensor([x["t"] for x in batch]),
+        }
+
+    def train_dataloader(self) -> DataLoader:
+        gen = torch.Generator().manual_seed(self.seed)
+        return DataLoader(
+            _Transitions(self.train_items),
+            self.cfg.batch_size,
+            shuffle=True,
+            generator=gen,
+            collate_fn=self.collate,
+            num_workers=self.cfg.num_workers,
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(
+            _Transitions(self.val_items),
+            self.cfg.batch_size,
+            collate_fn=self.collate,
+            num_workers=self.cfg.num_workers,
+        )
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.cfg.log)

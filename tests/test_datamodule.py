@@ -1,0 +1,68 @@
+"""TrajectoryDataModule: episode-level split, history windows, batches, and named errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from adwm.data.collect import BehaviourEntry, CollectConfig, collect
+from adwm.data.datamodule import DataConfig, TrajectoryDataModule
+from adwm.data.schema import LogFormatError, read_episodes
+from adwm.envs import EnvConfig
+from adwm.policies.llm import PolicyConfig
+
+
+@pytest.fixture(scope="module")
+def log_path(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dm") / "log.jsonl"
+    cfg = CollectConfig(
+        n_episodes=20, n_envs=8, out=str(out), behaviour=[BehaviourEntry(PolicyConfig(name="u", kind="uniform"), 1.0)]
+    )
+    return collect(cfg, EnvConfig(max_steps=12), seed=0, progress=False)
+
+
+def test_split_by_episode_and_deterministic(log_path):
+    dm = TrajectoryDataModule(DataConfig(log=str(log_path), val_fraction=0.25, history=3), seed=0)
+    dm.setup()
+    n_steps = sum(len(e.steps) for e in read_episodes(log_path))
+    assert len(dm.train_items) + len(dm.val_items) == n_steps
+    first_obs = lambda items: {dm.observations[x["history_obs"][0]] for x in items if x["t"] == 0}  # noqa: E731
+    assert len(first_obs(dm.val_items)) == 5 and not first_obs(dm.val_items) & first_obs(dm.train_items)
+    again = TrajectoryDataModule(DataConfig(log=str(log_path), val_fraction=0.25, history=3), seed=0)
+    again.setup()
+    assert again.val_items == dm.val_items
+
+
+def test_history_window_and_batch_match_the_log(log_path):
+    dm = TrajectoryDataModule(DataConfig(log=str(log_path), val_fraction=0.0, history=3, batch_size=8), seed=0)
+    dm.setup()
+    ep = read_episodes(log_path)[0]
+    t = 4
+    item = next(
+        x for x in dm.train_items if x["t"] == t and dm.observations[x["history_obs"][-1]] == ep.steps[t].observation
+    )
+    assert [dm.observations[i] for i in item["history_obs"]] == [s.observation for s in ep.steps[t - 2 : t + 1]]
+    assert [dm.actions[i] for i in item["history_actions"]] == [s.action for s in ep.steps[t - 2 : t]]
+    assert dm.actions[item["action"]] == ep.steps[t].action
+    assert dm.observations[item["next_obs"]] == ep.steps[t + 1].observation
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["history_obs"].shape == (8, 3) and batch["history_actions"].shape == (8, 3)
+    assert batch["admissible"].shape == (8, len(dm.actions)) and batch["has_admissible"].all()
+    assert (batch["history_obs"][:, -1] >= 0).all()  # o_t is always there
+    first = batch["history_obs"][:, 0] == -1  # padded windows start an episode
+    assert ((batch["t"] < 2) == first).all()
+
+
+def test_bad_log_path_and_zero_usable_steps(tmp_path, log_path):
+    with pytest.raises(FileNotFoundError, match="episode log .*missing.jsonl' does not exist"):
+        TrajectoryDataModule(DataConfig(log=str(tmp_path / "missing.jsonl"))).setup()
+    line = json.loads(log_path.read_text().splitlines()[0])
+    for s in line["steps"]:
+        s["action"] = "  "
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text(json.dumps(line) + "\n")
+    with pytest.raises(LogFormatError, match="empty.jsonl: no usable steps"):
+        TrajectoryDataModule(DataConfig(log=str(empty))).setup()
+    with pytest.raises(ValueError, match=r"data.val_fraction: expected a value in \[0, 1\), got 1.0"):
+        TrajectoryDataModule(DataConfig(log=str(empty), val_fraction=1.0))
