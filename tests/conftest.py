@@ -11,21 +11,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from adwm.config import load_config  # noqa: E402
-from adwm.envs import BuiltinEnv  # noqa: E402
 from adwm.policies.tiny import TinyModelConfig, make_tiny_llama, train_tokenizer  # noqa: E402
+from helpers import builtin_texts  # noqa: E402
 
 torch.set_num_threads(2)
-
-
-def builtin_texts(n_seeds: int = 40) -> list[str]:
-    env, texts = BuiltinEnv(), []
-    for seed in range(n_seeds):
-        reset = env.reset(seed)
-        texts += [reset.task, reset.observation, *reset.admissible]
-        for action in env.gold_actions():
-            step = env.step(action)
-            texts += [step.observation, *(step.admissible or [])]
-    return texts
 
 
 @pytest.fixture(scope="session")

@@ -7,9 +7,7 @@ import os
 import sys
 import warnings
 
-OVERRIDES_HELP = (
-    "experiment=NAME, group=choice (env, agent, policy, collect, family, ground_truth, trainer, logger) or a.b=value"
-)
+OVERRIDES_HELP = "experiment=NAME, group=choice (env, agent, policy, collect, family, ground_truth, encoder, trainer, logger) or a.b=value"
 
 COMMANDS = {
     "config": (

@@ -26,6 +26,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from adwm.data.collect import CollectConfig
 from adwm.data.datamodule import DataConfig
+from adwm.encoders.base import EncoderConfig
 from adwm.envs.registry import EnvConfig
 from adwm.evaluation.family import FamilyConfig
 from adwm.evaluation.ground_truth import GroundTruthConfig
@@ -33,7 +34,7 @@ from adwm.policies.llm import PolicyConfig
 from adwm.policies.train_agent import AgentConfig
 from adwm.trainer import LoggerConfig, TrainerConfig
 
-GROUPS = ("env", "agent", "policy", "collect", "family", "ground_truth", "trainer", "logger")
+GROUPS = ("env", "agent", "policy", "collect", "family", "ground_truth", "encoder", "trainer", "logger")
 
 
 class ConfigError(ValueError):
@@ -57,6 +58,7 @@ class AppConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)  # the evaluated agent; the eps family is built around it
     collect: CollectConfig = field(default_factory=CollectConfig)
     data: DataConfig = field(default_factory=DataConfig)  # logged transitions for world-model training
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)  # observation text -> latent tokens
     family: FamilyConfig = field(default_factory=FamilyConfig)
     ground_truth: GroundTruthConfig = field(default_factory=GroundTruthConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

