@@ -50,6 +50,8 @@ def test_history_window_and_batch_match_the_log(log_path):
     assert batch["history_obs"].shape == (8, 3) and batch["history_actions"].shape == (8, 3)
     assert batch["admissible"].shape == (8, len(dm.actions)) and batch["has_admissible"].all()
     assert (batch["history_obs"][:, -1] >= 0).all()  # o_t is always there
+    assert len(set(batch["texts"])) == len(batch["texts"])
+    assert [batch["texts"][j] for j in batch["next_obs"]] == [dm.observations[g] for g in batch["next_obs_id"]]
     first = batch["history_obs"][:, 0] == -1  # padded windows start an episode
     assert ((batch["t"] < 2) == first).all()
 

@@ -33,6 +33,13 @@ COMMANDS = {
         "for `ground_truth.n_episodes` episodes and writes J, its standard error and the returns to "
         "`ground_truth.out`. Policies already measured with the same settings are skipped.",
     ),
+    "fit": (
+        "Train the latent diffusion world model on episode logs.",
+        "Jointly trains the observation encoder (`encoder`), the history encoder, the conditional denoiser "
+        "(`world_model.denoiser`) and the reward, termination, action-posterior and proposal heads on "
+        "`data.log`. Checkpoints go to `<run.dir>/checkpoints` (last.ckpt always); `fit.resume=true` "
+        "continues from last.ckpt; final metrics go to `<run.dir>/metrics.json`.",
+    ),
     "quickstart": (
         "The main job end to end on the configured environment.",
         "Trains the agents of `agent.variants`, collects behaviour logs, measures ground truth for the "
@@ -82,6 +89,10 @@ def _run(command: str, overrides: list[str]) -> None:
         for name, r in ground_truth(family, to_object(cfg.ground_truth), to_object(cfg.env), cfg.seed).items():
             print(f"{name:<20} J={r['J']:.4f} se={r['se']:.4f} n={r['n']}")
         print(cfg.ground_truth.out)
+    elif command == "fit":
+        from adwm.fit import fit
+
+        print(fit(cfg))
     elif command == "quickstart":
         from adwm.quickstart import quickstart
 

@@ -30,6 +30,8 @@ from adwm.encoders.base import EncoderConfig
 from adwm.envs.registry import EnvConfig
 from adwm.evaluation.family import FamilyConfig
 from adwm.evaluation.ground_truth import GroundTruthConfig
+from adwm.fit import FitConfig
+from adwm.models.world_model import WorldModelConfig
 from adwm.policies.llm import PolicyConfig
 from adwm.policies.train_agent import AgentConfig
 from adwm.trainer import LoggerConfig, TrainerConfig
@@ -59,6 +61,8 @@ class AppConfig:
     collect: CollectConfig = field(default_factory=CollectConfig)
     data: DataConfig = field(default_factory=DataConfig)  # logged transitions for world-model training
     encoder: EncoderConfig = field(default_factory=EncoderConfig)  # observation text -> latent tokens
+    world_model: WorldModelConfig = field(default_factory=WorldModelConfig)
+    fit: FitConfig = field(default_factory=FitConfig)
     family: FamilyConfig = field(default_factory=FamilyConfig)
     ground_truth: GroundTruthConfig = field(default_factory=GroundTruthConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

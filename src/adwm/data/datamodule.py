@@ -25,7 +25,7 @@ from adwm.data.schema import Episode, LogFormatError, read_episodes
 class DataConfig:
     log: str = "${collect.out}"  # episode log (JSONL, adwm.episode/1)
     val_fraction: float = 0.1  # share of episodes held out, whole episodes only
-    history: int = 4  # observations in the history window (o_{t-history+1} .. o_t)
+    history: int = 2  # observations in the history window (o_{t-history+1} .. o_t); builtin is Markov
     batch_size: int = 64
     num_workers: int = 0  # samples are small index tuples; worker processes cost more than they save
 
@@ -126,15 +126,21 @@ class TrajectoryDataModule(L.LightningDataModule):
             if x["next_admissible"] is not None:
                 next_adm[i, x["next_admissible"]] = True
                 has_next_adm[i] = True
+        # each distinct observation text of the batch is encoded once: ids become local indices into `texts`
+        used = torch.unique(torch.cat([hist_obs[hist_obs >= 0], torch.tensor([x["next_obs"] for x in batch])]))
+        local = {int(g): i for i, g in enumerate(used)}
+        hist_local = hist_obs.clone().apply_(lambda g: local.get(g, -1))
         return {
-            "history_obs": hist_obs,  # (B, W) observation ids, -1 = padding
-            "history_actions": hist_act,  # (B, W) action ids, last = a_t
-            "next_obs": torch.tensor([x["next_obs"] for x in batch]),  # (B,)
+            "texts": [self.observations[int(g)] for g in used],  # (U,) distinct observation texts
+            "history_obs": hist_local,  # (B, W) indices into texts, -1 = before the episode
+            "history_actions": hist_act,  # (B, W) logged-action ids, last = a_t, -1 = none
+            "next_obs": torch.tensor([local[x["next_obs"]] for x in batch]),  # (B,) index into texts
+            "next_obs_id": torch.tensor([x["next_obs"] for x in batch]),  # (B,) global observation id
             "reward": torch.tensor([x["reward"] for x in batch], dtype=torch.float32),
             "done": torch.tensor([x["done"] for x in batch], dtype=torch.float32),
-            "admissible": adm,
+            "admissible": adm,  # (B, V) of o_t
             "has_admissible": has_adm,
-            "next_admissible": next_adm,
+            "next_admissible": next_adm,  # (B, V) of o_{t+1}
             "has_next_admissible": has_next_adm,
             "t": torch.tensor([x["t"] for x in batch]),
         }

@@ -9,17 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
+from tokenizers import Tokenizer
+from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
 
 from adwm.encoders.base import EncoderConfig, TextEncoder
 from adwm.policies.loading import check_model_source
-from adwm.policies.tiny import train_tokenizer
+from adwm.policies.tiny import BOS, EOS, PAD, train_tokenizer
 
 
-def _tiny(cfg: EncoderConfig, texts: Sequence[str] | None) -> TextEncoder:
-    if not texts:
+def _tiny(cfg: EncoderConfig, texts: Sequence[str] | None, tokenizer_json: str | None) -> TextEncoder:
+    if tokenizer_json is not None:  # a saved world model: the tokenizer it was trained with
+        tok = PreTrainedTokenizerFast(
+            tokenizer_object=Tokenizer.from_str(tokenizer_json), bos_token=BOS, eos_token=EOS, pad_token=PAD
+        )
+    elif texts:
+        tok = train_tokenizer(texts, cfg.vocab_size)
+    else:
         raise ValueError("encoder.name=tiny: needs the logs' observation texts to train its tokenizer")
-    tok = train_tokenizer(texts, cfg.vocab_size)
     backbone = BertModel(
         BertConfig(
             vocab_size=len(tok),
@@ -28,6 +34,8 @@ def _tiny(cfg: EncoderConfig, texts: Sequence[str] | None) -> TextEncoder:
             num_attention_heads=cfg.heads,
             intermediate_size=2 * cfg.d_model,
             max_position_embeddings=cfg.max_tokens + 2,
+            hidden_dropout_prob=0.0,  # deterministic latents: EMA targets and sampling read the same encoder
+            attention_probs_dropout_prob=0.0,
             pad_token_id=tok.pad_token_id,
         ),
         add_pooling_layer=False,
@@ -35,7 +43,7 @@ def _tiny(cfg: EncoderConfig, texts: Sequence[str] | None) -> TextEncoder:
     return TextEncoder(cfg, tok, backbone, cfg.d_model)
 
 
-def _pretrained(cfg: EncoderConfig, texts: Sequence[str] | None) -> TextEncoder:
+def _pretrained(cfg: EncoderConfig, texts: Sequence[str] | None, tokenizer_json: str | None) -> TextEncoder:
     check_model_source(cfg.model, "encoder.model")
     try:
         tok = AutoTokenizer.from_pretrained(cfg.model)
@@ -45,15 +53,17 @@ def _pretrained(cfg: EncoderConfig, texts: Sequence[str] | None) -> TextEncoder:
     return TextEncoder(cfg, tok, backbone, backbone.config.hidden_size)
 
 
-ENCODERS: dict[str, Callable[[EncoderConfig, Sequence[str] | None], TextEncoder]] = {
+ENCODERS: dict[str, Callable[[EncoderConfig, Sequence[str] | None, str | None], TextEncoder]] = {
     "tiny": _tiny,
     "minilm": _pretrained,
     "hf": _pretrained,
 }
 
 
-def build_encoder(cfg: EncoderConfig, texts: Sequence[str] | None = None) -> TextEncoder:
-    """The encoder named by `cfg.name`; `texts` train the tiny encoder's tokenizer."""
+def build_encoder(
+    cfg: EncoderConfig, texts: Sequence[str] | None = None, tokenizer_json: str | None = None
+) -> TextEncoder:
+    """The encoder named by `cfg.name`; `texts` train the tiny encoder's tokenizer, `tokenizer_json` restores it."""
     if cfg.name not in ENCODERS:
         raise ValueError(f"unknown encoder '{cfg.name}'; choose from {sorted(ENCODERS)}")
-    return ENCODERS[cfg.name](cfg, texts)
+    return ENCODERS[cfg.name](cfg, texts, tokenizer_json)

@@ -1,0 +1,36 @@
+"""History encoder: a small causal transformer over past (z, a) pairs -> context c_t."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class HistoryEncoder(nn.Module):
+    """Token k = proj(z_k) + proj(a_{k-1}) (+ position); the output at the last position is c_t.
+
+    Windows are left-padded; padding positions hold a learned "before the episode" token rather
+    than being masked out, so no attention row is ever empty and the model knows how far back
+    the episode starts.
+    """
+
+    def __init__(
+        self, n_latents: int, d_latent: int, d_action: int, d_model: int, window: int, layers: int = 2
+    ) -> None:
+        super().__init__()
+        self.z_proj = nn.Linear(n_latents * d_latent, d_model)
+        self.a_proj = nn.Linear(d_action, d_model)
+        self.pos = nn.Parameter(torch.zeros(window, d_model))
+        self.before = nn.Parameter(torch.zeros(d_model))
+        layer = nn.TransformerEncoderLayer(d_model, 4, 2 * d_model, dropout=0.0, batch_first=True, norm_first=True)
+        self.transformer = nn.TransformerEncoder(layer, layers)
+        self.norm = nn.LayerNorm(d_model)
+
+    def forward(self, z: torch.Tensor, prev_a: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """z (B, W, L, d_z), prev_a (B, W, d_a) (zeros where none), mask (B, W) real steps -> c (B, d_model)."""
+        b, w = z.shape[:2]
+        x = self.z_proj(z.reshape(b, w, -1)) + self.a_proj(prev_a)  # (B, W, D)
+        x = torch.where(mask[..., None], x, self.before) + self.pos[-w:]
+        causal = torch.triu(torch.ones(w, w, dtype=torch.bool, device=z.device), 1)
+        h = self.transformer(x, mask=causal)
+        return self.norm(h[:, -1])  # windows are left-padded: the last position is o_t

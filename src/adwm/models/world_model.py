@@ -1,0 +1,234 @@
+"""`WorldModelModule`: jointly trained text encoder + latent diffusion dynamics + heads.
+
+Collapse guard (a constant latent makes the diffusion loss trivial), three parts:
+1. diffusion targets come from an EMA copy of the encoder (BYOL-style stop-gradient), so the
+   online encoder cannot lower the diffusion loss by moving the targets;
+2. the online encoder must support reward, termination, inverse dynamics and admissible-action
+   prediction, which need distinct latents for states with distinct futures;
+3. a VICReg variance hinge keeps every latent dimension's batch std near 1, and latent tokens
+   are layer-normalised, so the scale cannot shrink.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from adwm.diffusion.denoiser import Denoiser, DenoiserConfig
+from adwm.diffusion.sampler import DiffusionSampler, SamplerConfig
+from adwm.diffusion.schedules import alpha_bar, q_sample, to_x0_eps, training_target
+from adwm.encoders.base import EncoderConfig
+from adwm.encoders.registry import build_encoder
+from adwm.models.action_encoder import ActionEncoder
+from adwm.models.heads import Heads
+from adwm.models.history import HistoryEncoder
+from adwm.models.metrics import effective_rank, retrieval_top1
+
+
+@dataclass
+class WorldModelConfig:
+    d_action: int = 64
+    d_context: int = 128
+    history_layers: int = 2
+    p_uncond: float = 0.1  # action dropped this often: one network is both prior and conditional (CFG)
+    prediction: str = "v"  # v-prediction is well conditioned at every noise level
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    ema_decay: float = 0.99  # target encoder for diffusion targets
+    w_reward: float = 1.0
+    w_done: float = 0.5
+    w_posterior: float = 0.5
+    w_proposal: float = 0.5
+    w_variance: float = 1.0
+    retrieval_candidates: int = 32  # N of the one-step retrieval metric
+    denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+
+
+class WorldModelModule(L.LightningModule):
+    def __init__(
+        self,
+        encoder: dict,
+        world_model: dict,
+        window: int,
+        actions: list[str],
+        texts: list[str] | None = None,
+        tokenizer_json: str | None = None,
+    ) -> None:
+        super().__init__()
+        enc_cfg = EncoderConfig(**encoder)
+        wm = world_model if isinstance(world_model, WorldModelConfig) else _wm_config(world_model)
+        self.cfg, self.actions = wm, list(actions)
+        self.encoder = build_encoder(enc_cfg, texts, tokenizer_json)
+        if tokenizer_json is None and enc_cfg.name == "tiny":
+            tokenizer_json = self.encoder.tokenizer.backend_tokenizer.to_str()
+        self.save_hyperparameters(
+            {
+                "encoder": asdict(enc_cfg),
+                "world_model": asdict(wm),
+                "window": window,
+                "actions": self.actions,
+                "tokenizer_json": tokenizer_json,
+            }
+        )
+        self.target_encoder = copy.deepcopy(self.encoder).requires_grad_(False)
+        n, d = enc_cfg.n_latents, enc_cfg.d_latent
+        self.action_encoder = ActionEncoder(self.encoder.tokenizer, wm.d_action)
+        self.history = HistoryEncoder(n, d, wm.d_action, wm.d_context, window, wm.history_layers)
+        self.null_action = nn.Parameter(torch.zeros(wm.d_action))
+        self.denoiser = Denoiser(wm.denoiser, n, d, wm.d_context + wm.d_action)
+        self.heads = Heads(n * d, wm.d_context, wm.d_action)
+        self.sampler = DiffusionSampler(wm.sampler)
+        self.register_buffer("abar", alpha_bar(wm.sampler.schedule, wm.sampler.train_steps).float(), persistent=False)
+        vocab = [self.encoder.tokenizer(a, add_special_tokens=False)["input_ids"] or [0] for a in self.actions]
+        self.register_buffer("vocab_ids", torch.tensor([i for v in vocab for i in v]), persistent=False)
+        self.register_buffer(
+            "vocab_offsets", torch.tensor([0] + [len(v) for v in vocab[:-1]]).cumsum(0), persistent=False
+        )
+
+    # -- pieces ------------------------------------------------------------------------
+    def vocab_embeddings(self) -> torch.Tensor:
+        """(V, d_a) embeddings of the logged action vocabulary."""
+        return self.action_encoder.mlp(self.action_encoder.bag(self.vocab_ids, self.vocab_offsets))
+
+    def context(self, z: torch.Tensor, hist: torch.Tensor, acts: torch.Tensor, vocab: torch.Tensor) -> torch.Tensor:
+        """c_t from latents z (U, L, d), history indices (B, W) and action ids (B, W; last = a_t)."""
+        mask = hist >= 0
+        z_hist = z[hist.clamp(min=0)]  # (B, W, L, d)
+        prev = acts[:, :-1]  # a_{k-1} for window positions 1..W-1
+        prev_emb = vocab[prev.clamp(min=0)] * (prev >= 0)[..., None]  # (B, W-1, d_a)
+        prev_emb = torch.cat([torch.zeros_like(prev_emb[:, :1]), prev_emb], dim=1)  # (B, W, d_a)
+        return self.history(z_hist, prev_emb, mask)
+
+    def denoise(self, z_t: torch.Tensor, t: torch.Tensor, c: torch.Tensor, a: torch.Tensor | None) -> torch.Tensor:
+        """Denoiser output; a None (or the null embedding) gives the unconditional prior."""
+        a = self.null_action.expand(c.size(0), -1) if a is None else a
+        return self.denoiser(z_t, t, torch.cat([c, a], dim=-1))
+
+    def eps(self, z_t: torch.Tensor, t: torch.Tensor, c: torch.Tensor, a: torch.Tensor | None) -> torch.Tensor:
+        return to_x0_eps(z_t, self.denoise(z_t, t, c, a), self.abar[t], self.cfg.prediction)[1]
+
+    @torch.no_grad()
+    def sample_next(self, c: torch.Tensor, a: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """z_{t+1} ~ p(. | c, a) with the configured sampler (no guidance) -> (B, L, d)."""
+        n, d = self.encoder.cfg.n_latents, self.encoder.cfg.d_latent
+        return self.sampler.sample(lambda x, t: self.eps(x, t, c, a), (c.size(0), n, d), generator)
+
+    # -- training ------------------------------------------------------------------------
+    def model_step(self, batch: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict]:
+        cfg = self.cfg
+        z = self.encoder(batch["texts"])  # (U, L, d) online
+        with torch.no_grad():
+            z_target = self.target_encoder(batch["texts"])
+        vocab = self.vocab_embeddings()  # (V, d_a)
+        c = self.context(z, batch["history_obs"], batch["history_actions"], vocab)  # (B, D)
+        a_id = batch["history_actions"][:, -1]
+        a = vocab[a_id]  # (B, d_a)
+
+        # diffusion on the EMA target latent of o_{t+1}; the action is dropped with prob p_uncond
+        x0 = z_target[batch["next_obs"]]  # (B, L, d)
+        b = x0.size(0)
+        drop = torch.rand(b, device=x0.device) < cfg.p_uncond
+        a_cond = torch.where(drop[:, None], self.null_action.expand(b, -1), a)
+        t = torch.randint(0, cfg.sampler.train_steps, (b,), device=x0.device)
+        noise = torch.randn_like(x0)
+        out = self.denoiser(q_sample(x0, noise, self.abar[t]), t, torch.cat([c, a_cond], dim=-1))
+        loss_diff = F.mse_loss(out, training_target(x0, noise, self.abar[t], cfg.prediction))
+
+        z_next = z[batch["next_obs"]]
+        reward, done_logit = self.heads.transition(z_next, c, a)
+        loss_r = F.mse_loss(reward, batch["reward"])
+        loss_d = F.binary_cross_entropy_with_logits(done_logit, batch["done"])
+        post = self.heads.action_posterior(z_next, c, vocab)  # (B, V)
+        loss_post = F.cross_entropy(post, a_id)
+        has = batch["has_admissible"]
+        prop = self.heads.proposal_logits(z[batch["history_obs"][:, -1]], vocab)  # (B, V) for o_t
+        loss_prop = (
+            F.binary_cross_entropy_with_logits(prop[has], batch["admissible"][has].float())
+            if has.any()
+            else prop.sum() * 0
+        )
+        flat = z.flatten(1)
+        loss_var = F.relu(1 - flat.std(0)).mean() if flat.size(0) > 1 else flat.sum() * 0
+
+        loss = (
+            loss_diff
+            + cfg.w_reward * loss_r
+            + cfg.w_done * loss_d
+            + cfg.w_posterior * loss_post
+            + cfg.w_proposal * loss_prop
+            + cfg.w_variance * loss_var
+        )
+        logs = {
+            "loss": loss.detach(),
+            "loss_denoise": loss_diff.detach(),
+            "loss_reward": loss_r.detach(),
+            "loss_done": loss_d.detach(),
+            "loss_posterior": loss_post.detach(),
+            "loss_proposal": loss_prop.detach(),
+            "loss_variance": loss_var.detach(),
+        }
+        extra = {
+            "z": z.detach(),
+            "z_target": z_target,
+            "c": c.detach(),
+            "a": a.detach(),
+            "vocab": vocab.detach(),
+            "post": post.detach(),
+            "prop": prop.detach(),
+            "done_logit": done_logit.detach(),
+        }
+        return loss, logs, extra
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss, logs, _ = self.model_step(batch)
+        n = batch["reward"].numel()
+        self.log_dict({f"train/{k}": v for k, v in logs.items() if k != "loss"}, batch_size=n)
+        self.log("train/loss", logs["loss"], prog_bar=True, batch_size=n)
+        return loss
+
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        with torch.no_grad():  # EMA target encoder
+            for p_t, p in zip(self.target_encoder.parameters(), self.encoder.parameters()):
+                p_t.lerp_(p, 1 - self.cfg.ema_decay)
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        _, logs, x = self.model_step(batch)
+        n = batch["reward"].numel()
+        metrics = {f"val/{k}": v for k, v in logs.items()}
+        gen = torch.Generator().manual_seed(batch_idx)
+        z_hat = self.sample_next(x["c"], x["a"], gen)  # (B, L, d) sampled next latents
+        reward_hat, done_hat = self.heads.transition(z_hat, x["c"], x["a"])
+        metrics["val/reward_mae"] = (reward_hat - batch["reward"]).abs().mean()
+        metrics["val/done_acc"] = ((done_hat > 0).float() == batch["done"]).float().mean()
+        metrics["val/posterior_top1"] = (x["post"].argmax(-1) == batch["history_actions"][:, -1]).float().mean()
+        has = batch["has_admissible"]
+        if has.any():
+            pred, true = x["prop"][has] > 0, batch["admissible"][has]
+            metrics["val/proposal_recall"] = (pred & true).sum() / true.sum().clamp(min=1)
+            metrics["val/proposal_precision"] = (pred & true).sum() / pred.sum().clamp(min=1)
+        flat = x["z"].flatten(1)
+        metrics["val/latent_std_mean"] = flat.std(0).mean()
+        metrics["val/latent_std_min"] = flat.std(0).min()
+        metrics["val/latent_effective_rank"] = effective_rank(flat)
+        k = self.cfg.retrieval_candidates
+        if n >= k:
+            hits = retrieval_top1(z_hat, x["z_target"][batch["next_obs"]], batch["next_obs_id"], k)
+            self.log(f"val/retrieval_top1_n{k}", hits, batch_size=(n // k) * k)
+        self.log_dict(metrics, batch_size=n)
+
+    def configure_optimizers(self):
+        params = [p for p in self.parameters() if p.requires_grad]
+        return torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+
+
+def _wm_config(d: dict) -> WorldModelConfig:
+    d = dict(d)
+    d["denoiser"] = DenoiserConfig(**d.get("denoiser", {}))
+    d["sampler"] = SamplerConfig(**d.get("sampler", {}))
+    return WorldModelConfig(**d)
