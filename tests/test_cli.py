@@ -53,3 +53,15 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
     assert sum(1 for _ in open(summary["behaviour_log"])) == 12
     # a rerun resumes: nothing is retrained or recollected
     assert main(["quickstart", *smoke_overrides]) == 0
+
+
+def test_fit_writes_checkpoint_and_resume_continues_the_step_count(smoke_overrides, tmp_path):
+    uniform = ["collect.behaviour=[{policy: {name: u, kind: uniform}, weight: 1.0}]", "collect.n_episodes=16"]
+    assert main(["collect", *smoke_overrides, *uniform]) == 0
+    assert main(["fit", *smoke_overrides]) == 0
+    first = json.loads((tmp_path / "fit" / "metrics.json").read_text())
+    assert (tmp_path / "fit" / "checkpoints" / "last.ckpt").is_file() and first["global_step"] > 0
+    assert "val/reward_mae" in first["metrics"] and "val/retrieval_top1_n8" in first["metrics"]
+    assert main(["fit", *smoke_overrides, "fit.max_epochs=2", "fit.resume=true"]) == 0
+    second = json.loads((tmp_path / "fit" / "metrics.json").read_text())
+    assert second["global_step"] == 2 * first["global_step"]  # one more epoch on top of the first

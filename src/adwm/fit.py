@@ -9,12 +9,12 @@ from pathlib import Path
 from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
-to_object = OmegaConf.to_object
-
 from adwm.atomic import atomic_write_json
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.models.world_model import WorldModelModule
 from adwm.trainer import build_logger, build_trainer
+
+to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports FitConfig from here
 
 
 @dataclass
