@@ -117,3 +117,20 @@ def test_save_load_round_trip_keeps_vocabulary_and_outputs(dm, tmp_path):
     texts = dm.observations[:5]
     torch.testing.assert_close(loaded.encoder(texts), wm.encoder(texts))
     torch.testing.assert_close(loaded.vocab_embeddings(), wm.vocab_embeddings())
+
+
+def test_transformer_backbone_and_frozen_encoder(dm):
+    batch = next(iter(dm.train_dataloader()))
+    wm = make(dm, denoiser=DenoiserConfig(backbone="transformer", hidden=32, layers=1, heads=2))
+    loss, _, _ = wm.model_step(batch)
+    loss.backward()
+    assert torch.isfinite(loss) and any(p.grad is not None for p in wm.denoiser.transformer.parameters())
+    from dataclasses import replace
+
+    torch.manual_seed(0)
+    frozen = WorldModelModule(
+        asdict(replace(ENC, trainable=False)), asdict(wm_config()), 2, dm.actions, texts=dm.observations
+    )
+    frozen.model_step(batch)[0].backward()
+    assert all(p.grad is None for p in frozen.encoder.parameters())
+    assert frozen.denoiser.inp.weight.grad is not None

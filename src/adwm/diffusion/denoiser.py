@@ -55,7 +55,7 @@ class Denoiser(nn.Module):
             self.inp = nn.Linear(d_latent, h)
             self.pos = nn.Parameter(torch.zeros(n_latents + 1, h))
             layer = nn.TransformerEncoderLayer(h, cfg.heads, 2 * h, dropout=0.0, batch_first=True, norm_first=True)
-            self.transformer = nn.TransformerEncoder(layer, cfg.layers)
+            self.transformer = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
             self.out = nn.Sequential(nn.LayerNorm(h), nn.Linear(h, d_latent))
 
     def forward(self, z_t: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,7 @@ class HistoryEncoder(nn.Module):
         self.pos = nn.Parameter(torch.zeros(window, d_model))
         self.before = nn.Parameter(torch.zeros(d_model))
         layer = nn.TransformerEncoderLayer(d_model, 4, 2 * d_model, dropout=0.0, batch_first=True, norm_first=True)
-        self.transformer = nn.TransformerEncoder(layer, layers)
+        self.transformer = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(d_model)
 
     def forward(self, z: torch.Tensor, prev_a: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
