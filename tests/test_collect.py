@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from adwm.data.collect import BehaviourEntry, CollectConfig, collect
-from adwm.data.schema import read_episodes
+from adwm.data.schema import LogFormatError, read_episodes
 from adwm.envs import EnvConfig
 from adwm.policies.llm import PolicyConfig
 
@@ -118,3 +118,16 @@ def test_refuses_to_extend_a_log_made_with_other_settings(tmp_path):
     assert len(read_episodes(path)) == 6
     with pytest.raises(ValueError, match=r"log.jsonl: this log was collected with other settings \(seed\)"):
         collect(uniform_cfg(path, 8), EnvConfig(), seed=1, progress=False)
+
+
+def test_a_whole_last_episode_without_newline_is_kept_and_a_bad_line_is_never_cut(tmp_path):
+    path = tmp_path / "log.jsonl"
+    collect(uniform_cfg(path, 4), EnvConfig(), seed=0, progress=False)
+    text = path.read_text()
+    path.write_text(text.rstrip("\n"))  # e.g. an editor dropped the final newline
+    collect(uniform_cfg(path, 4), EnvConfig(), seed=0, progress=False)
+    assert path.read_text() == text
+    path.write_text(text + '{"schema": "adwm.episode/1"}\n')  # complete but invalid: not a crash artefact
+    with pytest.raises(LogFormatError, match=r"log.jsonl:5: missing field 'env'"):
+        collect(uniform_cfg(path, 6), EnvConfig(), seed=0, progress=False)
+    assert path.read_text().endswith('{"schema": "adwm.episode/1"}\n')  # nothing was cut

@@ -45,28 +45,31 @@ class CollectConfig:
 
 
 def repair_and_scan(path: Path) -> set[int]:
-    """Cut a torn or invalid last line, then return the episode indices already in the log.
-
-    A bad line anywhere but the end is not a crash artefact: it raises.
+    """Cut a torn last line (no newline: a write a crash interrupted), then return the episode
+    indices already in the log. Any other bad line is not a crash artefact: it raises, and the
+    file is left as it is.
     """
     if not path.exists():
         return set()
     data = path.read_bytes()
     lines = data.split(b"\n")
     keep_bytes = len(data)
-    if lines and lines[-1]:  # no newline at the end: torn write
-        keep_bytes -= len(lines[-1])
-        lines = lines[:-1]
+    if lines and lines[-1]:  # no newline at the end: a torn write, unless it is a whole episode
+        try:
+            parse_episode(lines[-1].decode(), f"{path}:{len(lines)}")
+            with path.open("ab") as f:
+                f.write(b"\n")
+        except (LogFormatError, UnicodeDecodeError):
+            keep_bytes -= len(lines[-1])
+            lines = lines[:-1]
     done: set[int] = set()
-    complete = [ln for ln in lines if ln.strip()]
-    for n, raw in enumerate(complete, start=1):
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
         try:
             ep = parse_episode(raw.decode(), f"{path}:{n}")
-        except (LogFormatError, UnicodeDecodeError):
-            if n == len(complete):  # the last complete line is corrupt: drop it too
-                keep_bytes = data.rfind(raw)  # the line starts right after a newline
-                break
-            raise
+        except UnicodeDecodeError:
+            raise LogFormatError(f"{path}:{n}: not UTF-8 text") from None
         if ep.index is None or ep.index in done:
             raise LogFormatError(
                 f"{path}:{n}: field 'index': missing or duplicated ({ep.index}); not a log written by adwm collect"

@@ -19,7 +19,7 @@ class EncoderConfig:
     trainable: bool = True  # false: the frozen-encoder ablation (no gradient reaches the encoder)
     max_tokens: int = 192  # builtin observations are ~100 tokens
     vocab_size: int = 1024  # tiny: BPE trained on the logs' observations
-    d_model: int = 128  # tiny: transformer width
+    d_model: int = 64  # tiny: width; the encoder runs on ~160 texts per step, so width sets the step time
     layers: int = 2  # tiny
     heads: int = 4
 

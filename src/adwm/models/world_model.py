@@ -5,8 +5,9 @@ Collapse guard (a constant latent makes the diffusion loss trivial), three parts
    online encoder cannot lower the diffusion loss by moving the targets;
 2. the online encoder must support reward, termination, inverse dynamics and admissible-action
    prediction, which need distinct latents for states with distinct futures;
-3. a VICReg variance hinge keeps every latent dimension's batch std near 1, and latent tokens
-   are layer-normalised, so the scale cannot shrink.
+3. VICReg terms: a variance hinge keeps every latent dimension's batch std near 1 and a
+   covariance penalty decorrelates dimensions; latent tokens are layer-normalised, so the scale
+   cannot shrink.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class WorldModelConfig:
     history_layers: int = 2
     p_uncond: float = 0.1  # action dropped this often: one network is both prior and conditional (CFG)
     prediction: str = "v"  # v-prediction is well conditioned at every noise level
-    lr: float = 1e-3
+    lr: float = 2e-3
     weight_decay: float = 0.0
     ema_decay: float = 0.99  # target encoder for diffusion targets
     w_reward: float = 1.0
@@ -45,6 +46,7 @@ class WorldModelConfig:
     w_posterior: float = 0.5
     w_proposal: float = 0.5
     w_variance: float = 1.0
+    w_covariance: float = 1.0  # VICReg covariance term: decorrelates latent dimensions (raises effective rank)
     retrieval_candidates: int = 32  # N of the one-step retrieval metric
     denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
@@ -148,13 +150,9 @@ class WorldModelModule(L.LightningModule):
         loss_post = F.cross_entropy(post, a_id)
         has = batch["has_admissible"]
         prop = self.heads.proposal_logits(z[batch["history_obs"][:, -1]], vocab)  # (B, V) for o_t
-        loss_prop = (
-            F.binary_cross_entropy_with_logits(prop[has], batch["admissible"][has].float())
-            if has.any()
-            else prop.sum() * 0
-        )
+        loss_prop = self._proposal_loss(prop[has], batch["admissible"][has].float()) if has.any() else prop.sum() * 0
         flat = z.flatten(1)
-        loss_var = F.relu(1 - flat.std(0)).mean() if flat.size(0) > 1 else flat.sum() * 0
+        loss_var, loss_cov = _variance_covariance(flat)
 
         loss = (
             loss_diff
@@ -163,6 +161,7 @@ class WorldModelModule(L.LightningModule):
             + cfg.w_posterior * loss_post
             + cfg.w_proposal * loss_prop
             + cfg.w_variance * loss_var
+            + cfg.w_covariance * loss_cov
         )
         logs = {
             "loss": loss.detach(),
@@ -172,6 +171,7 @@ class WorldModelModule(L.LightningModule):
             "loss_posterior": loss_post.detach(),
             "loss_proposal": loss_prop.detach(),
             "loss_variance": loss_var.detach(),
+            "loss_covariance": loss_cov.detach(),
         }
         extra = {
             "z": z.detach(),
@@ -184,6 +184,14 @@ class WorldModelModule(L.LightningModule):
             "done_logit": done_logit.detach(),
         }
         return loss, logs, extra
+
+    @staticmethod
+    def _proposal_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """BCE with positives up-weighted by the negative/positive ratio (capped at 10): a handful of
+        admissible actions among hundreds would otherwise teach the head to predict none."""
+        pos = target.sum()
+        weight = ((target.numel() - pos) / pos.clamp(min=1)).clamp(max=10.0)
+        return F.binary_cross_entropy_with_logits(logits, target, pos_weight=weight)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         loss, logs, _ = self.model_step(batch)
@@ -225,6 +233,17 @@ class WorldModelModule(L.LightningModule):
     def configure_optimizers(self):
         params = [p for p in self.parameters() if p.requires_grad]
         return torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+
+
+def _variance_covariance(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """VICReg (Bardes et al. 2022) variance hinge and covariance penalty of a batch of flat latents (N, D)."""
+    if x.size(0) < 2:
+        return x.sum() * 0, x.sum() * 0
+    var = F.relu(1 - x.std(0)).mean()
+    xc = x - x.mean(0)
+    cov = xc.T @ xc / (x.size(0) - 1)  # (D, D)
+    off = cov - torch.diag(torch.diag(cov))
+    return var, off.pow(2).sum() / x.size(1)
 
 
 def _wm_config(d: dict) -> WorldModelConfig:
