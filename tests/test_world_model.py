@@ -134,3 +134,19 @@ def test_transformer_backbone_and_frozen_encoder(dm):
     frozen.model_step(batch)[0].backward()
     assert all(p.grad is None for p in frozen.encoder.parameters())
     assert frozen.denoiser.inp.weight.grad is not None
+
+
+def test_vicreg_terms_against_numpy():
+    import numpy as np
+
+    from adwm.models.world_model import _variance_covariance
+
+    x = torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 2.5], [2.0, 1.0, 2.0], [3.0, 0.5, 2.5]])
+    var, cov = _variance_covariance(x)
+    xn = x.numpy().astype(float)
+    ref_var = np.maximum(0, 1 - xn.std(0, ddof=1)).mean()
+    c = np.cov(xn, rowvar=False)
+    ref_cov = ((c - np.diag(np.diag(c))) ** 2).sum() / 3
+    assert var.item() == pytest.approx(ref_var, rel=1e-5) and cov.item() == pytest.approx(ref_cov, rel=1e-5)
+    same = torch.ones(5, 3)  # a collapsed batch pays the full variance penalty
+    assert _variance_covariance(same)[0].item() == pytest.approx(1.0)
