@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from adwm.envs import EnvConfig
@@ -43,7 +44,7 @@ def test_ground_truth_values_common_seeds_and_resume(tmp_path, tiny_lm_dir):
     assert res["u1"]["returns"] == res["u2"]["returns"]  # same seeds, same draws: common random numbers
     for r in res.values():
         assert 0.0 <= r["J"] <= 1.0 and r["n"] == 24 and len(r["returns"]) == 24
-        assert r["se"] == pytest.approx(float(__import__("numpy").std(r["returns"], ddof=1)) / 24**0.5)
+        assert r["se"] == pytest.approx(float(np.std(r["returns"], ddof=1)) / 24**0.5)
     before = json.loads(out.read_text())
     res2 = ground_truth(pols + [PolicyConfig(name="u3", kind="uniform")], cfg, EnvConfig(), seed=0, progress=False)
     after = json.loads(out.read_text())

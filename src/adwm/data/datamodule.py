@@ -11,7 +11,6 @@ never loaded (privileged).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -163,7 +162,3 @@ class TrajectoryDataModule(L.LightningDataModule):
             collate_fn=self.collate,
             num_workers=self.cfg.num_workers,
         )
-
-    @property
-    def log_path(self) -> Path:
-        return Path(self.cfg.log)

@@ -58,7 +58,7 @@ class BuiltinEnv:
     # -- TextEnv -------------------------------------------------------------
     def reset(self, seed: int) -> Reset:
         self.layout, self.state, plan = generate(seed, self._gen, solve)
-        self._milestones = self._plan_milestones(self.state, plan)
+        self._milestones = self._plan_milestones(plan)
         self._reached: set[tuple] = set()
         self._t = 0
         obs = describe(self.layout, self.state)
@@ -114,7 +114,7 @@ class BuiltinEnv:
         return f"You cannot {action.strip()} right now." if verb in known else "I do not understand that."
 
     @staticmethod
-    def _plan_milestones(state: State, plan: list[Action]) -> list[tuple]:
+    def _plan_milestones(plan: list[Action]) -> list[tuple]:
         keep = {"unlock", "open", "take"}
         return [a[:2] for a in plan if a[0] in keep]
 

@@ -258,10 +258,7 @@ def transition(layout: Layout, state: State, act: Action) -> tuple[State, str]:
         return replace(state, open_containers=tuple(opened)), f"You {text}."
     if kind in ("take", "drop", "put"):
         loc = list(state.obj_loc)
-        o = act[1]
-        loc[o] = {"take": INVENTORY, "drop": state.room}.get(kind, None)
-        if kind == "put":
-            loc[o] = layout.loc_of_container(act[2])
+        loc[act[1]] = INVENTORY if kind == "take" else state.room if kind == "drop" else layout.loc_of_container(act[2])
         return replace(state, obj_loc=tuple(loc)), f"You {text}."
     if kind == "inventory":
         held = [layout.objects[o] for o, loc in enumerate(state.obj_loc) if loc == INVENTORY]

@@ -46,7 +46,9 @@ class WorldModelConfig:
     w_posterior: float = 0.5
     w_proposal: float = 0.5
     w_variance: float = 1.0
-    w_covariance: float = 0.0  # VICReg covariance term: raises effective rank (~3 -> ~20) but, measured, slows retrieval; off
+    w_covariance: float = (
+        0.0  # VICReg covariance term: raises effective rank (~3 -> ~20) but, measured, slows retrieval; off
+    )
     retrieval_candidates: int = 32  # N of the one-step retrieval metric
     denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
@@ -87,16 +89,14 @@ class WorldModelModule(L.LightningModule):
         self.heads = Heads(n * d, wm.d_context, wm.d_action)
         self.sampler = DiffusionSampler(wm.sampler)
         self.register_buffer("abar", alpha_bar(wm.sampler.schedule, wm.sampler.train_steps).float(), persistent=False)
-        vocab = [self.encoder.tokenizer(a, add_special_tokens=False)["input_ids"] or [0] for a in self.actions]
-        self.register_buffer("vocab_ids", torch.tensor([i for v in vocab for i in v]), persistent=False)
-        self.register_buffer(
-            "vocab_offsets", torch.tensor([0] + [len(v) for v in vocab[:-1]]).cumsum(0), persistent=False
-        )
+        flat, offsets = self.action_encoder.token_ids(self.actions)  # tokenised once, embedded every step
+        self.register_buffer("vocab_ids", flat, persistent=False)
+        self.register_buffer("vocab_offsets", offsets, persistent=False)
 
     # -- pieces ------------------------------------------------------------------------
     def vocab_embeddings(self) -> torch.Tensor:
         """(V, d_a) embeddings of the logged action vocabulary."""
-        return self.action_encoder.mlp(self.action_encoder.bag(self.vocab_ids, self.vocab_offsets))
+        return self.action_encoder.embed(self.vocab_ids, self.vocab_offsets)
 
     def context(self, z: torch.Tensor, hist: torch.Tensor, acts: torch.Tensor, vocab: torch.Tensor) -> torch.Tensor:
         """c_t from latents z (U, L, d), history indices (B, W) and action ids (B, W; last = a_t)."""

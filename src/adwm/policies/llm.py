@@ -105,7 +105,8 @@ class LLMPolicy(Policy):
         if not gen:
             return super().act(states, rngs)
         actions: list[str] = [""] * len(states)
-        scored = [i for i in range(len(states)) if i not in set(gen)]
+        gen_set = set(gen)
+        scored = [i for i in range(len(states)) if i not in gen_set]
         if scored:
             for i, a in zip(scored, super().act([states[i] for i in scored], [rngs[i] for i in scored])):
                 actions[i] = a

@@ -53,6 +53,8 @@ class AgentConfig:
 
 def training_signature(agent: AgentConfig, variant: str, env_cfg: EnvConfig, prompt: PolicyConfig, seed: int) -> dict:
     """Everything that decides what `train_agent` makes; a saved agent is reused only if it matches."""
+    if variant not in agent.variants:
+        raise ValueError(f"agent.name: unknown agent variant '{variant}'; choose from {sorted(agent.variants)}")
     return {
         "variant": variant,
         **asdict(agent.variants[variant]),
@@ -84,8 +86,7 @@ def train_agent(
     hparams: dict[str, Any],
 ) -> Path:
     """Train variant `variant` and save it with `save_pretrained`; returns its directory."""
-    if variant not in agent.variants:
-        raise ValueError(f"agent.name: unknown agent variant '{variant}'; choose from {sorted(agent.variants)}")
+    signature = training_signature(agent, variant, env_cfg, prompt, seed)  # validates the variant
     spec = agent.variants[variant]
     out = Path(agent.dir) / variant
     start = time.time()
@@ -117,7 +118,7 @@ def train_agent(
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     meta = {
-        "signature": training_signature(agent, variant, env_cfg, prompt, seed),
+        "signature": signature,
         "train_examples": len(train_ds),
         "val_examples": len(val_ds),
         "parameters": sum(p.numel() for p in model.parameters()),
