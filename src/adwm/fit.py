@@ -6,12 +6,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
 from adwm.atomic import atomic_write_json
 from adwm.data.datamodule import TrajectoryDataModule
-from adwm.models.world_model import WorldModelModule
+from adwm.models.metrics import set_metrics
+from adwm.models.world_model import PROPOSALS, WorldModelModule
 from adwm.trainer import build_logger, build_trainer
 
 to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports FitConfig from here
@@ -25,6 +28,9 @@ class FitConfig:
     checkpoint_every_n_steps: int = 100  # a kill loses at most this many steps
     val_every_n_epochs: int = 1
     limit_val_batches: float = 1.0
+    rollout_eval: bool = False  # RolloutEvaluator: J_hat of the family every n epochs and at the end
+    rollout_every_n_epochs: int = 1
+    rollout_n: int = 64  # rollouts per policy at each evaluation
 
 
 def fit(cfg: DictConfig) -> Path:
@@ -39,8 +45,10 @@ def fit(cfg: DictConfig) -> Path:
         module = WorldModelModule.load_from_checkpoint(last)
         ckpt_path: str | None = str(last)
     else:
+        encoder = to_object(cfg.encoder)
+        encoder.trainable = encoder.trainable and cfg.ablation.joint_encoder  # the frozen-encoder ablation
         module = WorldModelModule(
-            asdict(to_object(cfg.encoder)),
+            asdict(encoder),
             asdict(to_object(cfg.world_model)),
             dm.cfg.history,
             dm.actions,
@@ -48,6 +56,7 @@ def fit(cfg: DictConfig) -> Path:
         )
         ckpt_path = None
     checkpoint = ModelCheckpoint(dirpath=ckpt_dir, save_last=True, every_n_train_steps=fcfg.checkpoint_every_n_steps)
+    callbacks = [checkpoint] + ([rollout_evaluator(cfg, dm, fcfg, run_dir)] if fcfg.rollout_eval else [])
     logger = build_logger(to_object(cfg.logger), run_dir, "fit", OmegaConf.to_container(cfg))
     trainer = build_trainer(
         to_object(cfg.trainer),
@@ -55,15 +64,22 @@ def fit(cfg: DictConfig) -> Path:
         run_dir,
         max_epochs=fcfg.max_epochs,
         max_time={"minutes": fcfg.max_minutes},
-        callbacks=[checkpoint],
+        callbacks=callbacks,
         check_val_every_n_epoch=fcfg.val_every_n_epochs,
         limit_val_batches=fcfg.limit_val_batches,
         num_sanity_val_steps=0,
     )
     start = time.time()
     trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)
-    trainer.save_checkpoint(last)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    texts, admissible = dm.admissible_states("train")
+    if texts:  # environments without admissible lists have no bank: the head alone proposes
+        module.eval()
+        module.build_proposal_bank(texts, admissible)
+        calib = np.random.default_rng(cfg.seed).permutation(len(texts))[:4000]  # a sample keeps this seconds
+        module.calibrate_proposal([texts[i] for i in calib], [admissible[i] for i in calib])
+        metrics.update(proposal_metrics(module, dm))
+    trainer.save_checkpoint(last)
     atomic_write_json(
         run_dir / "metrics.json",
         {
@@ -77,3 +93,42 @@ def fit(cfg: DictConfig) -> Path:
         },
     )
     return last
+
+
+@torch.no_grad()
+def proposal_metrics(module: WorldModelModule, dm: TrajectoryDataModule) -> dict[str, float]:
+    """Candidate sets of every proposal mode against the logged admissible lists of held-out states."""
+    texts, admissible = dm.admissible_states("val")
+    if not texts:
+        return {}
+    true = torch.zeros(len(texts), len(module.actions), dtype=torch.bool)
+    for i, ids in enumerate(admissible):
+        true[i, ids] = True
+    z = module.encode(texts)
+    out = {}
+    for mode in PROPOSALS:
+        for k, v in set_metrics(module.propose(z, mode), true).items():
+            out[f"proposal/{mode}_{k}"] = float(v)
+    return out
+
+
+def rollout_evaluator(cfg: DictConfig, dm: TrajectoryDataModule, fcfg: FitConfig, run_dir: Path):
+    """The RolloutEvaluator of `fit.rollout_eval` for the configured family (true values when measured)."""
+    import dataclasses
+    import json
+
+    from adwm.evaluation.callback import RolloutEvaluator
+    from adwm.evaluation.family import family_policies
+
+    family = family_policies(to_object(cfg.policy), to_object(cfg.family))
+    truth_path = Path(cfg.ground_truth.out)
+    truth = None
+    if truth_path.is_file():
+        measured = json.loads(truth_path.read_text())
+        if all(p.name in measured for p in family):
+            truth = {p.name: measured[p.name]["J"] for p in family}
+    sim = dataclasses.replace(to_object(cfg.evaluate.simulate), n_rollouts=fcfg.rollout_n)
+    horizon = sim.horizon or cfg.env.max_steps
+    return RolloutEvaluator(
+        family, dm, run_dir, sim, cfg.env.gamma, horizon, fcfg.rollout_every_n_epochs, truth, seed=cfg.seed
+    )

@@ -50,6 +50,7 @@ class TrajectoryDataModule(L.LightningDataModule):
         self.cfg, self.seed = cfg, seed
         self.observations: list[str] = []
         self.actions: list[str] = []
+        self.tasks: list[str] = []
         self.train_items: list[dict] = []
         self.val_items: list[dict] = []
 
@@ -60,6 +61,7 @@ class TrajectoryDataModule(L.LightningDataModule):
         episodes = read_episodes(self.cfg.log)
         obs_index: dict[str, int] = {}
         act_index: dict[str, int] = {}
+        task_index: dict[str, int] = {}
 
         def obs_id(text: str) -> int:
             return obs_index.setdefault(text, len(obs_index))
@@ -67,7 +69,9 @@ class TrajectoryDataModule(L.LightningDataModule):
         def act_id(text: str) -> int:
             return act_index.setdefault(text, len(act_index))
 
-        per_episode = [self._transitions(ep, obs_id, act_id) for ep in episodes]
+        per_episode = [
+            self._transitions(ep, obs_id, act_id, task_index.setdefault(ep.task, len(task_index))) for ep in episodes
+        ]
         if not any(per_episode):
             raise LogFormatError(f"{self.cfg.log}: no usable steps (every step needs an action and a next observation)")
         order = np.random.default_rng(self.seed).permutation(len(episodes))
@@ -79,8 +83,9 @@ class TrajectoryDataModule(L.LightningDataModule):
         self.val_items = [x for i, items in enumerate(per_episode) if i in val for x in items]
         self.observations = list(obs_index)
         self.actions = list(act_index)
+        self.tasks = list(task_index)
 
-    def _transitions(self, ep: Episode, obs_id, act_id) -> list[dict]:
+    def _transitions(self, ep: Episode, obs_id, act_id, task: int) -> list[dict]:
         obs = [obs_id(s.observation) for s in ep.steps] + [obs_id(ep.final_observation)]
         acts = [act_id(s.action) for s in ep.steps]
         adm = [[act_id(a) for a in s.admissible] if s.admissible is not None else None for s in ep.steps]
@@ -100,9 +105,36 @@ class TrajectoryDataModule(L.LightningDataModule):
                     "admissible": adm[t],
                     "next_admissible": adm[t + 1] if t + 1 < len(adm) else None,
                     "t": t,
+                    "task": task,
                 }
             )
         return items
+
+    def admissible_states(self, split: str = "train") -> tuple[list[str], list[list[int]]]:
+        """Distinct observations o_t of a split that have a logged admissible list, with that list."""
+        items = {"train": self.train_items, "val": self.val_items}[split]
+        seen: dict[int, list[int]] = {}
+        for x in items:
+            if x["admissible"] is not None:
+                seen.setdefault(x["history_obs"][-1], x["admissible"])
+        return [self.observations[o] for o in seen], list(seen.values())
+
+    def agent_states(self, split: str = "train") -> list[dict]:
+        """Distinct (task, o_t) of a split with the admissible texts and the logged action's index in
+        them: what an agent read and chose from (steps whose action is off the list are skipped)."""
+        items = {"train": self.train_items, "val": self.val_items}[split]
+        seen: dict[tuple[int, int], dict] = {}
+        for x in items:
+            key = (x["task"], x["history_obs"][-1])
+            if x["admissible"] is None or x["action"] not in x["admissible"] or key in seen:
+                continue
+            seen[key] = {
+                "task": self.tasks[x["task"]],
+                "observation": self.observations[x["history_obs"][-1]],
+                "candidates": [self.actions[a] for a in x["admissible"]],
+                "logged": x["admissible"].index(x["action"]),
+            }
+        return list(seen.values())
 
     # -- batching ------------------------------------------------------------------
     def collate(self, batch: list[dict]) -> dict[str, torch.Tensor]:

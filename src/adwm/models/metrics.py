@@ -27,3 +27,15 @@ def retrieval_top1(samples: torch.Tensor, truths: torch.Tensor, ids: torch.Tenso
         group = ids[start : start + n]
         hits.append((group[nearest] == group).float())
     return torch.cat(hits).mean()
+
+
+def set_metrics(pred: torch.Tensor, true: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Predicted vs true sets as multi-hot rows (B, V): micro recall and precision, the ratio of
+    total set sizes (1 = right size) and the share of rows predicted exactly."""
+    hit = (pred & true).sum()
+    return {
+        "recall": hit / true.sum().clamp(min=1),
+        "precision": hit / pred.sum().clamp(min=1),
+        "size_ratio": pred.sum() / true.sum().clamp(min=1),
+        "exact": (pred == true).all(-1).float().mean(),
+    }

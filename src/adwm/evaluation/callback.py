@@ -1,0 +1,97 @@
+"""`RolloutEvaluator`: a Lightning Callback that estimates J_hat for a policy family during `adwm fit`.
+
+Every `every_n_epochs` validation epochs and at the end of fitting it simulates
+each policy in the current world model and logs `rollout/J_hat/<policy>`, and,
+given true values, `rollout/spearman`, `rollout/kendall`, `rollout/regret_at_1`
+and `rollout/nrmse`. The table of J vs J_hat goes to the logger when it can
+take tables (W&B) and always to `<dir>/rollouts_epoch<k>.json`. No projector
+exists while the world model trains, so the agents read the nearest logged
+observation's text (the `ablation.projector=false` reader) unless a
+`reader_for(policy_cfg, module)` factory is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+
+from adwm.atomic import atomic_write_json
+from adwm.evaluation.metrics import family_metrics
+from adwm.evaluation.readers import NearestTextReader
+from adwm.evaluation.simulate import SimulateConfig, logged_starts, simulate
+from adwm.guidance.composed import GuidanceConfig
+from adwm.policies.llm import LLMPolicy, PolicyConfig
+
+
+class RolloutEvaluator(L.Callback):
+    def __init__(
+        self,
+        policies: list[PolicyConfig],
+        datamodule,
+        out_dir: str | Path,
+        simulate_cfg: SimulateConfig,
+        gamma: float,
+        horizon: int,
+        every_n_epochs: int = 1,
+        truth: dict[str, float] | None = None,
+        guidance: GuidanceConfig | None = None,
+        seed: int = 0,
+        reader_for: Callable | None = None,
+    ) -> None:
+        self.policies, self.dm, self.out_dir = policies, datamodule, Path(out_dir)
+        self.sim, self.gamma, self.horizon, self.every = simulate_cfg, gamma, horizon, every_n_epochs
+        self.truth, self.seed = truth, seed
+        self.guidance = guidance or GuidanceConfig(eta=0.0)  # continuation guidance needs a projector and a tail
+        self.reader_for = reader_for or self._nearest_text
+        self.history: list[dict] = []
+
+    def _nearest_text(self, pcfg: PolicyConfig, module) -> NearestTextReader | None:
+        if pcfg.kind != "llm" or pcfg.eps >= 1.0:
+            return None
+        return NearestTextReader(module, LLMPolicy(pcfg, f"family policy '{pcfg.name}'"))
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, module) -> None:
+        if trainer.sanity_checking or (trainer.current_epoch + 1) % self.every:
+            return
+        self.run(trainer, module)
+
+    def on_fit_end(self, trainer: L.Trainer, module) -> None:
+        if not self.history or self.history[-1]["step"] != trainer.global_step:
+            self.run(trainer, module)
+
+    def run(self, trainer: L.Trainer, module) -> dict:
+        was_training = module.training
+        module.eval()
+        texts, admissible = self.dm.admissible_states("train")
+        module.build_proposal_bank(texts, admissible)  # retrieval fallback and texts for the reader
+        starts = logged_starts(self.dm)
+        j_hat = {}
+        for pcfg in self.policies:
+            reader = self.reader_for(pcfg, module)
+            returns = simulate(
+                module, pcfg, reader, starts, self.sim, self.guidance, self.gamma, self.horizon, self.seed
+            )
+            j_hat[pcfg.name] = float(np.mean(returns))
+        logs = {f"rollout/J_hat/{k}": v for k, v in j_hat.items()}
+        row = {"epoch": trainer.current_epoch, "step": trainer.global_step, "J_hat": j_hat}
+        if self.truth:
+            names = list(j_hat)
+            metrics = family_metrics([self.truth[n] for n in names], [j_hat[n] for n in names])
+            logs.update({f"rollout/{k}": v for k, v in metrics.items()})
+            row.update({"J": {n: self.truth[n] for n in names}, "metrics": metrics})
+        if trainer.logger is not None:
+            trainer.logger.log_metrics(logs, step=trainer.global_step)
+            if hasattr(trainer.logger, "log_table"):
+                cols = ["policy", "J_hat"] + (["J"] if self.truth else [])
+                data = [[n, j_hat[n]] + ([self.truth[n]] if self.truth else []) for n in j_hat]
+                trainer.logger.log_table(key="rollout/table", columns=cols, data=data, step=trainer.global_step)
+        for k, v in logs.items():
+            trainer.callback_metrics[k] = v
+        atomic_write_json(self.out_dir / f"rollouts_epoch{trainer.current_epoch}.json", row)
+        self.history.append(row)
+        if was_training:
+            module.train()
+        return row

@@ -1,0 +1,142 @@
+"""Simulated rollouts: the evaluated agent and the world model take turns (DESIGN section 2, Rollout).
+
+Each rollout starts from a logged initial observation (real text, encoded) with
+its logged admissible list. Then, batched over rollouts: the agent reads the
+latent (soft tokens, or the nearest logged text) and picks among the candidate
+actions (eps-greedy and temperature act on that same set) -> guided denoising
+gives z_{t+1} -> the reward and termination heads score the transition -> the
+world model proposes the next candidate set as an edit of the current one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from adwm.guidance import GuidanceConfig, guided_eps_fn
+from adwm.policies.distribution import action_log_probs
+from adwm.policies.llm import PolicyConfig
+
+
+@dataclass
+class SimulateConfig:
+    n_rollouts: int = 256  # per policy; start states drawn with replacement from the logged ones
+    horizon: int = 0  # simulated steps; 0 = env.max_steps
+    batch_size: int = 256  # rollouts advanced together
+    ci_resamples: int = 2000  # bootstrap resamples of the rollout returns
+    ci_level: float = 0.95
+
+
+@dataclass
+class Start:
+    task: str
+    observation: str
+    admissible: list[int]  # logged-action ids
+
+
+def logged_starts(dm) -> list[Start]:
+    """First steps of every logged episode (train and validation) that have an admissible list."""
+    out = []
+    for x in dm.train_items + dm.val_items:
+        if x["t"] == 0 and x["admissible"]:
+            out.append(Start(dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]], list(x["admissible"])))
+    if not out:
+        raise ValueError(f"{dm.cfg.log}: no logged first step with an admissible list to start rollouts from")
+    return out
+
+
+def bootstrap_ci(returns: np.ndarray, resamples: int, level: float, seed: int) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean (resampling unit: one rollout)."""
+    rng = np.random.default_rng(seed)
+    means = returns[rng.integers(0, len(returns), size=(resamples, len(returns)))].mean(1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+@torch.no_grad()
+def simulate(
+    world_model,
+    policy: PolicyConfig,
+    reader,
+    starts: list[Start],
+    cfg: SimulateConfig,
+    guidance: GuidanceConfig,
+    gamma: float,
+    horizon: int,
+    seed: int,
+    continuation=None,
+) -> np.ndarray:
+    """Discounted returns (n_rollouts,) of `policy` simulated in `world_model`.
+
+    `reader` turns latents into candidate scores (None for a uniform policy); `continuation`
+    builds log C for guidance (None: continuation guidance off)."""
+    wm = world_model.eval()
+    gen = torch.Generator().manual_seed(seed)
+    pick = np.random.default_rng(seed).integers(0, len(starts), size=cfg.n_rollouts)
+    returns = []
+    for lo in range(0, cfg.n_rollouts, cfg.batch_size):
+        batch = [starts[i] for i in pick[lo : lo + cfg.batch_size]]
+        returns.append(_rollout_batch(wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation))
+    return np.concatenate(returns)
+
+
+def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, continuation) -> np.ndarray:
+    b, w = len(starts), wm.hparams.window
+    tasks = [s.task for s in starts]
+    z = wm.encode([s.observation for s in starts])  # (B, L, d)
+    vocab = wm.vocab_embeddings()
+    cand = torch.zeros(b, len(wm.actions), dtype=torch.bool)
+    for i, s in enumerate(starts):
+        cand[i, s.admissible] = True
+    z_hist = torch.zeros(b, w, *z.shape[1:])
+    z_hist[:, -1] = z
+    prev_a = torch.zeros(b, w, vocab.size(1))  # a_{k-1} of window position k (position 0: none)
+    mask = torch.zeros(b, w, dtype=torch.bool)
+    mask[:, -1] = True
+    alive = torch.ones(b, dtype=torch.bool)
+    ret = torch.zeros(b, dtype=torch.float64)
+    guided = {int(t) for t in wm.sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
+    for t in range(horizon):
+        c = wm.history(z_hist, prev_a, mask)  # (B, d_c)
+        # (1) the agent picks a_t among the candidates while reading z_t
+        live = torch.nonzero(alive).flatten().tolist()  # finished rollouts are not scored
+        ids = [torch.nonzero(cand[i]).flatten() for i in live]
+        texts = [[wm.actions[j] for j in row.tolist()] for row in ids]
+        if reader is not None:
+            scores = reader.scores(z[live], [tasks[i] for i in live], texts)
+        else:
+            scores = [torch.zeros(len(x)) for x in texts]
+        choice = torch.zeros(b, dtype=torch.long)
+        for k, i in enumerate(live):
+            logp = action_log_probs(scores[k].detach(), policy)
+            choice[i] = ids[k][torch.multinomial(logp.exp().float(), 1, generator=gen)]
+        a = vocab[choice]  # (B, d_a)
+        # (2) guided denoising of z_{t+1}
+        log_c = None
+        if continuation is not None and guided:
+
+            def context_after(z0, z_hist=z_hist, prev_a=prev_a, mask=mask, a=a):
+                zh = torch.cat([z_hist[:, 1:], z0[:, None]], dim=1)
+                pa = torch.cat([torch.zeros_like(prev_a[:, :1]), prev_a[:, 2:], a[:, None]], dim=1)
+                mk = torch.cat([mask[:, 1:], torch.ones_like(mask[:, :1])], dim=1)
+                return wm.history(zh, pa, mk)
+
+            log_c = continuation.log_c(context_after, c, a, cand, tasks, policy)
+        eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
+        z_next = wm.sampler.sample(eps_fn, tuple(z.shape), gen)
+        # (3) reward and termination heads
+        reward, done_logit = wm.heads.transition(z_next, c, a)
+        done = torch.rand(b, generator=gen) < torch.sigmoid(done_logit)
+        ret += alive.double() * gamma**t * reward.double()
+        alive &= ~done
+        if not alive.any():
+            break
+        # (4) next candidate sets and the shifted history window
+        cand = wm.propose_next(z_next, c, a, cand)
+        z_hist = torch.cat([z_hist[:, 1:], z_next[:, None]], dim=1)
+        prev_a = torch.cat([torch.zeros_like(prev_a[:, :1]), prev_a[:, 2:], a[:, None]], dim=1)
+        mask = torch.cat([mask[:, 1:], torch.ones(b, 1, dtype=torch.bool)], dim=1)
+        z = z_next
+    return ret.numpy()

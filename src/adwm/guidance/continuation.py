@@ -1,0 +1,122 @@
+"""Continuation factor C of the policy-guided kernel (DESIGN section 2, our formulation).
+
+    log C(z_{t+1}) = log sum_{a'} P_b(a' | h_{t+1}) pi_e(a' | z_{t+1})     one-step term
+                   + V_alpha(z_{t+1})                                      learned tail
+
+The one-step term is high where the logged agents' next action agrees with what
+pi_e would do, i.e. where the logs support pi_e's continuation; pi_e reads the
+candidate latent through the projector, so its gradient flows z -> G_psi -> pi_e.
+V_alpha is a small value network on latents fitted per pi_e by TD on logged
+transitions with per-step reward log pi_e(a_k | o_k) (only pi_e's log-probs of
+logged actions are used, never the behaviour agents').
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from adwm.policies.base import AgentState
+from adwm.policies.distribution import action_log_probs
+
+
+@dataclass
+class TailConfig:
+    enabled: bool = True
+    gamma: float = 0.9  # discount of the tail value (a soft horizon of ~10 steps)
+    transitions: int = 2000  # logged transitions scored by pi_e for the TD fit
+    steps: int = 400
+    lr: float = 3e-3
+    target_every: int = 50
+
+
+class TailValue(nn.Module):
+    def __init__(self, d_latent_flat: int, hidden: int = 128) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_latent_flat, hidden), nn.GELU(), nn.Linear(hidden, 1))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z.flatten(1)).squeeze(-1)
+
+
+def fit_tail_value(world_model, policy_cfg, llm_policy, dm, cfg: TailConfig, seed: int) -> TailValue:
+    """TD(0) fit of V(z_t) = log pi_e(a_t | o_t) + gamma (1 - done_t) V(z_{t+1}) on logged transitions."""
+    rng = np.random.default_rng(seed)
+    items = [x for x in dm.train_items if x["admissible"] and x["action"] in x["admissible"]]
+    items = [items[i] for i in rng.permutation(len(items))[: cfg.transitions]]
+    states = [
+        AgentState(
+            dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]], [], [dm.actions[a] for a in x["admissible"]]
+        )
+        for x in items
+    ]
+    if llm_policy is None:
+        scores = [np.zeros(len(s.admissible)) for s in states]
+    else:
+        scores = llm_policy.action_scores(states)
+    reward = torch.tensor(
+        [
+            float(action_log_probs(torch.as_tensor(sc), policy_cfg)[x["admissible"].index(x["action"])])
+            for sc, x in zip(scores, items)
+        ],
+        dtype=torch.float32,
+    )
+    z = world_model.encode([dm.observations[x["history_obs"][-1]] for x in items]).flatten(1)
+    z_next = world_model.encode([dm.observations[x["next_obs"]] for x in items]).flatten(1)
+    done = torch.tensor([float(x["done"]) for x in items])
+    torch.manual_seed(seed)
+    value = TailValue(z.size(1))
+    target = copy.deepcopy(value).requires_grad_(False)
+    opt = torch.optim.Adam(value.parameters(), lr=cfg.lr)
+    for step in range(cfg.steps):
+        with torch.no_grad():
+            y = reward + cfg.gamma * (1 - done) * target(z_next)
+        loss = nn.functional.mse_loss(value(z), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if (step + 1) % cfg.target_every == 0:
+            target.load_state_dict(value.state_dict())
+    return value.eval().requires_grad_(False)
+
+
+class Continuation:
+    """Builds log C(z0) for one simulated step of a batch of rollouts."""
+
+    def __init__(self, world_model, reader, tail: TailValue | None) -> None:
+        self.wm, self.reader, self.tail = world_model, reader, tail
+
+    def log_c(
+        self,
+        context_after: Callable[[torch.Tensor], torch.Tensor],
+        c: torch.Tensor,
+        a: torch.Tensor,
+        cand: torch.Tensor,
+        tasks: list[str],
+        policy_cfg,
+    ) -> Callable[[torch.Tensor], torch.Tensor]:
+        wm = self.wm
+
+        def fn(z0: torch.Tensor) -> torch.Tensor:
+            nxt = wm.propose_next(z0.detach(), c, a, cand)  # candidate set at z0 (not differentiated)
+            ids = [torch.nonzero(row).flatten() for row in nxt]
+            texts = [[wm.actions[j] for j in row.tolist()] for row in ids]
+            behaviour = wm.heads.behaviour_logits(context_after(z0), wm.vocab_embeddings())  # (B, V)
+            if self.reader is not None:
+                scores = self.reader.scores(z0, tasks, texts)
+            else:
+                scores = [torch.zeros(len(t)) for t in texts]
+            out = []
+            for i, row in enumerate(ids):
+                log_b = torch.log_softmax(behaviour[i, row], dim=-1).double()
+                log_pi = action_log_probs(scores[i], policy_cfg)
+                out.append(torch.logsumexp(log_b + log_pi, dim=-1))
+            log_c = torch.stack(out).float()
+            return log_c + self.tail(z0) if self.tail is not None else log_c
+
+        return fn

@@ -1,0 +1,122 @@
+"""`adwm project`: train (or reuse) the projector of one (world model, agent backbone) pair."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import DataLoader
+
+from adwm.atomic import atomic_write_json
+from adwm.data.datamodule import TrajectoryDataModule
+from adwm.models.projector import ProjectorModule
+from adwm.models.world_model import WorldModelModule
+from adwm.policies.llm import LLMPolicy
+from adwm.trainer import build_logger, build_trainer
+
+to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports ProjectConfig from here
+
+
+@dataclass
+class ProjectConfig:
+    world_model: str = "${run.root}/fit/checkpoints/last.ckpt"  # the frozen world model the projector reads
+
+
+def backbone_key(policy_model: str) -> str:
+    """A folder name per agent backbone: readable tail of the model path plus a short hash of all of it."""
+    tail = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(policy_model).name or "model")[-40:]
+    return f"{tail}-{hashlib.sha1(policy_model.encode()).hexdigest()[:8]}"
+
+
+def _batches(states: list[dict], batch_size: int, shuffle: bool, seed: int) -> DataLoader:
+    def collate(rows: list[dict]) -> dict:
+        return {
+            "tasks": [r["task"] for r in rows],
+            "observations": [r["observation"] for r in rows],
+            "candidates": [r["candidates"] for r in rows],
+            "logged": [r["logged"] for r in rows],
+        }
+
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return DataLoader(states, batch_size, shuffle=shuffle, generator=gen if shuffle else None, collate_fn=collate)
+
+
+def world_model_path(cfg: DictConfig) -> Path:
+    path = Path(cfg.project.world_model)
+    if not path.is_file():
+        raise FileNotFoundError(f"project.world_model: no world model checkpoint at '{path}' (run `adwm fit` first)")
+    return path
+
+
+def project(cfg: DictConfig, policy_cfg=None) -> Path:
+    """Train the projector for `policy` (default: cfg.policy) unless one with the same settings exists."""
+    pcfg = policy_cfg if policy_cfg is not None else to_object(cfg.policy)
+    proj_cfg = to_object(cfg.projector)
+    wm_path = world_model_path(cfg)
+    out_dir = Path(cfg.run.root) / "project" / backbone_key(pcfg.model)
+    ckpt = out_dir / "projector.ckpt"
+    settings = {
+        "world_model": str(wm_path),
+        "world_model_mtime": wm_path.stat().st_mtime_ns,
+        "agent": pcfg.model,
+        "projector": asdict(proj_cfg),
+        "seed": cfg.seed,
+    }
+    meta = out_dir / "settings.json"
+    if ckpt.is_file() and meta.is_file() and json.loads(meta.read_text()) == settings:
+        return ckpt  # cached: same world model, agent backbone and settings
+    wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu")
+    policy = LLMPolicy(pcfg, "policy")
+    dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
+    dm.setup()
+    train, val = dm.agent_states("train"), dm.agent_states("val")
+    if not train:
+        raise ValueError(f"{dm.cfg.log}: no logged step with an admissible list that contains its action")
+    rng = np.random.default_rng(cfg.seed)
+    if proj_cfg.max_train_states and len(train) > proj_cfg.max_train_states:
+        train = [train[i] for i in rng.permutation(len(train))[: proj_cfg.max_train_states]]
+    val = [val[i] for i in rng.permutation(len(val))[:512]]  # held-out logs; a sample keeps validation short
+    n, d = wm.encoder.cfg.n_latents, wm.encoder.cfg.d_latent
+    module = ProjectorModule(asdict(proj_cfg), (n, d), pcfg.model).attach(wm, policy)
+    logger = build_logger(to_object(cfg.logger), out_dir, "project", OmegaConf.to_container(cfg))
+    trainer = build_trainer(
+        to_object(cfg.trainer),
+        logger,
+        out_dir,
+        max_epochs=proj_cfg.max_epochs,
+        max_time={"minutes": proj_cfg.max_minutes},
+        enable_checkpointing=False,
+        num_sanity_val_steps=0,
+    )
+    start = time.time()
+    val_loader = _batches(val, proj_cfg.batch_size, False, cfg.seed) if val else None
+    before = trainer.validate(module, val_loader, verbose=False)[0] if val else {}
+    trainer.fit(module, _batches(train, proj_cfg.batch_size, True, cfg.seed), val_loader)
+    after = trainer.validate(module, val_loader, verbose=False)[0] if val else {}
+    trainer.save_checkpoint(ckpt)
+    atomic_write_json(
+        out_dir / "metrics.json",
+        {
+            "agent": pcfg.model,
+            "seconds": round(time.time() - start, 1),
+            "train_states": len(train),
+            "val_states": len(val),
+            "before": {k: float(v) for k, v in before.items()},
+            "after": {k: float(v) for k, v in after.items()},
+        },
+    )
+    atomic_write_json(meta, settings)
+    return ckpt
+
+
+def load_projector(path: str | Path, world_model: WorldModelModule, policy: LLMPolicy) -> ProjectorModule:
+    """A trained projector attached to its world model and agent, ready to read latents."""
+    return ProjectorModule.load_from_checkpoint(path, map_location="cpu").attach(world_model, policy).eval()
