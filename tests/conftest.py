@@ -29,6 +29,32 @@ def tiny_lm_dir(tmp_path_factory) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="session")
+def bc_agent_dir(tmp_path_factory) -> str:
+    """A tiny agent trained for seconds by behaviour cloning: its action choice depends on what it reads."""
+    from adwm.envs import EnvConfig
+    from adwm.policies.llm import PolicyConfig
+    from adwm.policies.train_agent import AgentConfig, AgentVariant, train_agent
+    from adwm.trainer import LoggerConfig, TrainerConfig
+
+    agent = AgentConfig(
+        dir=str(tmp_path_factory.mktemp("bc")),
+        model=TinyModelConfig(vocab_size=400, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2),
+        variants={"tiny": AgentVariant(episodes=40, steps=120)},
+    )
+    path = train_agent(
+        agent,
+        "tiny",
+        EnvConfig(),
+        PolicyConfig(history_turns=0),
+        TrainerConfig(enable_progress_bar=False),
+        LoggerConfig(),
+        0,
+        {},
+    )
+    return str(path)
+
+
 @pytest.fixture
 def smoke_overrides(tmp_path) -> list[str]:
     """Overrides that shrink any command to seconds and keep its outputs in a temporary folder."""

@@ -14,3 +14,40 @@ def builtin_texts(n_seeds: int = 40) -> list[str]:
             step = env.step(action)
             texts += [step.observation, *(step.admissible or [])]
     return texts
+
+
+def uniform_log_world_model(folder, n_episodes: int, max_steps: int, val_fraction: float, sampler_steps: int):
+    """A uniform-policy builtin log in `folder`, its datamodule and an untrained tiny world model."""
+    from dataclasses import asdict
+
+    import torch
+
+    from adwm.data.collect import BehaviourEntry, CollectConfig, collect
+    from adwm.data.datamodule import DataConfig, TrajectoryDataModule
+    from adwm.diffusion.denoiser import DenoiserConfig
+    from adwm.diffusion.sampler import SamplerConfig
+    from adwm.encoders import EncoderConfig
+    from adwm.envs import EnvConfig
+    from adwm.models.world_model import WorldModelConfig, WorldModelModule
+    from adwm.policies.llm import PolicyConfig
+
+    out = str(folder / "log.jsonl")
+    uniform = BehaviourEntry(PolicyConfig(name="u", kind="uniform"), 1.0)
+    collect(
+        CollectConfig(n_episodes=n_episodes, n_envs=8, out=out, behaviour=[uniform]),
+        EnvConfig(max_steps=max_steps),
+        0,
+        False,
+    )
+    dm = TrajectoryDataModule(DataConfig(log=out, batch_size=16, val_fraction=val_fraction), seed=0)
+    dm.setup()
+    torch.manual_seed(0)
+    enc = EncoderConfig(n_latents=2, d_latent=8, d_model=32, layers=1, heads=2, vocab_size=400)
+    wm_cfg = WorldModelConfig(
+        d_action=16,
+        d_context=32,
+        history_layers=1,
+        denoiser=DenoiserConfig(hidden=32, layers=1),
+        sampler=SamplerConfig(train_steps=10, steps=sampler_steps),
+    )
+    return dm, WorldModelModule(asdict(enc), asdict(wm_cfg), 2, dm.actions, texts=dm.observations)

@@ -8,38 +8,18 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from adwm.data.collect import BehaviourEntry, CollectConfig, collect
-from adwm.data.datamodule import DataConfig, TrajectoryDataModule
-from adwm.diffusion.denoiser import DenoiserConfig
-from adwm.diffusion.sampler import SamplerConfig
-from adwm.encoders import EncoderConfig
-from adwm.envs import EnvConfig
 from adwm.models.projector import ProjectorConfig, ProjectorModule, candidate_log_softmax
-from adwm.models.world_model import WorldModelConfig, WorldModelModule
 from adwm.policies.base import AgentState
 from adwm.policies.llm import LLMPolicy, PolicyConfig
 from adwm.policies.soft_prompt import SoftPromptScorer
 from adwm.project import _batches
+from helpers import uniform_log_world_model
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory, tiny_lm_dir):
-    out = tmp_path_factory.mktemp("proj") / "log.jsonl"
-    uniform = BehaviourEntry(PolicyConfig(name="u", kind="uniform"), 1.0)
-    collect(CollectConfig(n_episodes=30, n_envs=8, out=str(out), behaviour=[uniform]), EnvConfig(max_steps=8), 0, False)
-    dm = TrajectoryDataModule(DataConfig(log=str(out), batch_size=16, val_fraction=0.3), seed=0)
-    dm.setup()
-    torch.manual_seed(0)
-    enc = EncoderConfig(n_latents=2, d_latent=8, d_model=32, layers=1, heads=2, vocab_size=400)
-    wm_cfg = WorldModelConfig(
-        d_action=16,
-        d_context=32,
-        history_layers=1,
-        denoiser=DenoiserConfig(hidden=32, layers=1),
-        sampler=SamplerConfig(train_steps=10, steps=2),
-    )
-    wm = WorldModelModule(asdict(enc), asdict(wm_cfg), 2, dm.actions, texts=dm.observations)
-    return dm, wm, tiny_lm_dir
+def setup(tmp_path_factory, bc_agent_dir):
+    dm, wm = uniform_log_world_model(tmp_path_factory.mktemp("proj"), 30, 8, 0.3, 2)
+    return dm, wm, bc_agent_dir
 
 
 def policy(path: str, **over) -> LLMPolicy:
@@ -50,18 +30,20 @@ def test_soft_tokens_equal_to_the_text_embeddings_reproduce_text_scores(setup):
     dm, _, lm = setup
     agent = policy(lm)
     scorer = SoftPromptScorer(agent)
-    rows = dm.agent_states("train")[:4]
-    obs_ids = [agent.tokenizer(r["observation"], add_special_tokens=False)["input_ids"] for r in rows]
-    for r, ids in zip(rows, obs_ids):
+    rows = dm.agent_states("train")[:6]
+    after = agent.tokenizer("\n> ", add_special_tokens=False)["input_ids"]
+    compared = 0
+    for r in rows:
+        ids = agent.tokenizer(r["observation"], add_special_tokens=False)["input_ids"]
+        state = AgentState(r["task"], r["observation"], [], r["candidates"])
+        if scorer._prefix(r["task"]) + ids + after != agent.prompt_ids(state):
+            continue  # a BPE merge across a piece boundary: the two paths read different tokens
         soft = scorer.embedding(torch.tensor(ids))[None]  # the observation's own token embeddings
         got = scorer.scores([r["task"]], soft, [r["candidates"]])[0]
-        # reference: the text path on exactly these ids (prefix, observation, suffix tokenised apart)
-        state = AgentState(r["task"], r["observation"], [], r["candidates"])
         text = torch.as_tensor(agent.action_scores([state])[0], dtype=torch.float32)
-        if scorer._prefix(r["task"]) + ids + agent.tokenizer("\n> ", add_special_tokens=False)["input_ids"] == (
-            agent.prompt_ids(state)
-        ):
-            torch.testing.assert_close(got.detach(), text, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got.detach(), text, rtol=1e-4, atol=1e-4)
+        compared += 1
+    assert compared >= 4  # pieces tokenise like the whole prompt on builtin text
 
 
 def test_distillation_lowers_held_out_kl(setup):

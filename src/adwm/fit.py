@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -27,10 +29,33 @@ class FitConfig:
     resume: bool = False  # continue from <run.dir>/checkpoints/last.ckpt
     checkpoint_every_n_steps: int = 100  # a kill loses at most this many steps
     val_every_n_epochs: int = 1
-    limit_val_batches: float = 1.0
+    val_batches: int = 32  # held-out batches per validation (0 = all): bounds its cost on large logs
     rollout_eval: bool = False  # RolloutEvaluator: J_hat of the family every n epochs and at the end
     rollout_every_n_epochs: int = 1
     rollout_n: int = 64  # rollouts per policy at each evaluation
+
+
+def fit_settings(cfg: DictConfig) -> dict:
+    """What a world model depends on: data, encoder, world model, training budget, ablation, seed."""
+    budget = {k: v for k, v in OmegaConf.to_container(cfg.fit, resolve=True).items() if k != "resume"}
+    log = Path(cfg.data.log)
+    return {
+        "log": str(log),
+        "log_size": log.stat().st_size if log.is_file() else None,
+        "data": OmegaConf.to_container(cfg.data, resolve=True),
+        "encoder": OmegaConf.to_container(cfg.encoder, resolve=True),
+        "world_model": OmegaConf.to_container(cfg.world_model, resolve=True),
+        "fit": budget,
+        "joint_encoder": cfg.ablation.joint_encoder,
+        "seed": cfg.seed,
+    }
+
+
+def is_fitted(cfg: DictConfig) -> bool:
+    """A finished fit with the same settings exists in run.dir."""
+    meta = Path(cfg.run.dir) / "fit_settings.json"
+    last = Path(cfg.run.dir) / "checkpoints" / "last.ckpt"
+    return last.is_file() and meta.is_file() and json.loads(meta.read_text()) == fit_settings(cfg)
 
 
 def fit(cfg: DictConfig) -> Path:
@@ -39,6 +64,7 @@ def fit(cfg: DictConfig) -> Path:
     run_dir = Path(cfg.run.dir)
     ckpt_dir = run_dir / "checkpoints"
     last = ckpt_dir / "last.ckpt"
+    L.seed_everything(cfg.seed, verbose=False)  # weights, CFG dropout, noise draws: reproducible from the seed
     dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
     dm.setup()
     if fcfg.resume and last.is_file():
@@ -66,7 +92,7 @@ def fit(cfg: DictConfig) -> Path:
         max_time={"minutes": fcfg.max_minutes},
         callbacks=callbacks,
         check_val_every_n_epoch=fcfg.val_every_n_epochs,
-        limit_val_batches=fcfg.limit_val_batches,
+        limit_val_batches=fcfg.val_batches or 1.0,
         num_sanity_val_steps=0,
     )
     start = time.time()
@@ -80,6 +106,7 @@ def fit(cfg: DictConfig) -> Path:
         module.calibrate_proposal([texts[i] for i in calib], [admissible[i] for i in calib])
         metrics.update(proposal_metrics(module, dm))
     trainer.save_checkpoint(last)
+    atomic_write_json(run_dir / "fit_settings.json", fit_settings(cfg))
     atomic_write_json(
         run_dir / "metrics.json",
         {

@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import lightning as L
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
@@ -73,6 +74,7 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
     meta = out_dir / "settings.json"
     if ckpt.is_file() and meta.is_file() and json.loads(meta.read_text()) == settings:
         return ckpt  # cached: same world model, agent backbone and settings
+    L.seed_everything(cfg.seed, verbose=False)
     wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu")
     policy = LLMPolicy(pcfg, "policy")
     dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)

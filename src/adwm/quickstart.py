@@ -1,4 +1,4 @@
-"""The main job on the built-in world: agents -> behaviour logs -> ground truth -> summary.
+"""The main job: agents -> behaviour logs -> ground truth -> world model -> projectors -> J_hat -> summary.
 
 Each stage skips what an earlier run already finished (trained agents, logged
 episodes, measured policies), so an interrupted quickstart resumes.
@@ -6,6 +6,7 @@ episodes, measured policies), so an interrupted quickstart resumes.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -15,8 +16,10 @@ from omegaconf import DictConfig, OmegaConf
 from adwm.atomic import atomic_write_json
 from adwm.config import to_object
 from adwm.data.collect import collect
+from adwm.evaluate import evaluate
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth
+from adwm.fit import fit, is_fitted
 from adwm.policies.train_agent import is_trained, train_agent, training_signature
 
 
@@ -46,6 +49,14 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def stage_config(cfg: DictConfig, command: str) -> DictConfig:
+    """`cfg` as the stand-alone command would see it (its outputs under <run.root>/<command>)."""
+    out = cfg.copy()
+    out.command = command
+    out.run.dir = str(Path(cfg.run.root) / command)
+    return out
+
+
 def quickstart(cfg: DictConfig) -> Path:
     """Run the whole job; returns the path of `summary.json`."""
     family = family_policies(to_object(cfg.policy), to_object(cfg.family))
@@ -68,8 +79,26 @@ def quickstart(cfg: DictConfig) -> Path:
     truth = ground_truth(family, to_object(cfg.ground_truth), to_object(cfg.env), cfg.seed)
     timings["ground_truth"] = round(time.time() - t, 1)
 
+    t = time.time()
+    fit_cfg = stage_config(cfg, "fit")
+    if not is_fitted(fit_cfg):
+        print("quickstart: fitting the world model", file=sys.stderr)
+        fit(fit_cfg)
+    timings["fit"] = round(time.time() - t, 1)
+
+    t = time.time()
+    estimates = json.loads(evaluate(cfg).read_text())
+    timings["project_and_evaluate"] = round(time.time() - t, 1)
+
     rows = [
-        {"name": name, "J_true": r["J"], "J_true_se": r["se"], "success_rate": r["success_rate"], "estimates": {}}
+        {
+            "name": name,
+            "J_true": r["J"],
+            "J_true_se": r["se"],
+            "success_rate": r["success_rate"],
+            "estimates": {"adwm": estimates["estimates"][name]["J_hat"]},
+            "ci": {"adwm": estimates["estimates"][name]["ci"]},
+        }
         for name, r in truth.items()
     ]
     summary = {
@@ -79,10 +108,13 @@ def quickstart(cfg: DictConfig) -> Path:
         "gamma": cfg.env.gamma,
         "behaviour_log": str(log),
         "policies": rows,
-        "metrics": {},
+        "metrics": {"adwm": estimates.get("metrics", {})},
         "timings_s": timings,
     }
     out = Path(cfg.run.dir) / "summary.json"
     atomic_write_json(out, summary)
     print(format_table(rows))
+    m = summary["metrics"]["adwm"]
+    if m:
+        print("adwm: " + "  ".join(f"{k}={v:.3f}" for k, v in m.items()))
     return out

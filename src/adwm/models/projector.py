@@ -12,6 +12,7 @@ Only the projector (and adapter) weights go into this module's checkpoint.
 from __future__ import annotations
 
 import contextlib
+import copy
 from dataclasses import asdict, dataclass
 
 import lightning as L
@@ -84,9 +85,9 @@ class ProjectorModule(L.LightningModule):
         if self.cfg.lora and not hasattr(policy.model, "disable_adapter"):
             from peft import LoraConfig, get_peft_model
 
-            policy.model = get_peft_model(
-                policy.model, LoraConfig(r=self.cfg.lora_r, lora_alpha=self.cfg.lora_alpha, target_modules="all-linear")
-            )
+            lora = LoraConfig(r=self.cfg.lora_r, lora_alpha=self.cfg.lora_alpha, target_modules="all-linear")
+            # a copy: loaded models are cached per process and shared by every policy on that checkpoint
+            policy.model = get_peft_model(copy.deepcopy(policy.model), lora)
             state = getattr(self, "_adapter_state", None)
             if state:  # a loaded projector brings its adapter weights
                 params = dict(policy.model.named_parameters())
