@@ -102,3 +102,16 @@ def test_agent_with_other_embedding_size_fails_with_a_named_error(setup, tmp_pat
     scorer = SoftPromptScorer(policy(str(wide)))
     with pytest.raises(ValueError, match="soft tokens have size 32 but the agent's input embeddings have 48"):
         scorer.scores(["t"], torch.zeros(1, 2, 32), [["look"]])
+
+
+def test_cached_and_differentiable_soft_scoring_agree(setup):
+    dm, _, lm = setup
+    scorer = SoftPromptScorer(policy(lm))
+    rows = dm.agent_states("train")[:5]
+    soft = torch.randn(len(rows), 3, scorer.embed_dim) * 0.5
+    tasks, cands = [r["task"] for r in rows], [r["candidates"] for r in rows]
+    with torch.no_grad():
+        cached = scorer.scores(tasks, soft, cands)  # one prompt pass, KV cache per candidate
+    full = scorer.scores(tasks, soft.clone().requires_grad_(True), cands)  # one full row per candidate
+    for a, b in zip(cached, full):
+        torch.testing.assert_close(a, b.detach(), rtol=1e-4, atol=1e-4)

@@ -25,6 +25,7 @@ from adwm.evaluation.simulate import SimulateConfig, bootstrap_ci, logged_starts
 from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.llm import LLMPolicy, PolicyConfig
+from adwm.policies.loading import model_fingerprint
 from adwm.project import load_projector, project
 
 to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports from here
@@ -49,7 +50,9 @@ def _needs_agent(p: PolicyConfig) -> bool:
     return p.kind == "llm" and p.eps < 1.0
 
 
-def estimate_policy(cfg: DictConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig) -> dict:
+def estimate_policy(
+    cfg: DictConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig, cache: dict | None = None
+) -> dict:
     ecfg, guidance, ablation = to_object(cfg.evaluate), to_object(cfg.guidance), to_object(cfg.ablation)
     start = time.time()
     reader, llm = None, None
@@ -61,7 +64,7 @@ def estimate_policy(cfg: DictConfig, wm: WorldModelModule, dm: TrajectoryDataMod
             reader = NearestTextReader(wm, llm)
     continuation = None
     if guidance.eta > 0:
-        tail = fit_tail_value(wm, pcfg, llm, dm, ecfg.tail, cfg.seed) if ecfg.tail.enabled else None
+        tail = fit_tail_value(wm, pcfg, llm, dm, ecfg.tail, cfg.seed, cache) if ecfg.tail.enabled else None
         continuation = Continuation(wm, reader, tail)
     horizon = ecfg.simulate.horizon or cfg.env.max_steps
     returns = simulate(
@@ -89,11 +92,13 @@ def evaluate(cfg: DictConfig, progress: bool = True) -> Path:
     results: dict = json.loads(out.read_text()) if out.is_file() else {}
     estimates = results.setdefault("estimates", {})
     wm = dm = None
+    cache: dict = {}  # the agents' text scores of logged states, shared by an eps family
     for k, pcfg in enumerate(family):
         settings = {
             "world_model": str(wm_path),
             "world_model_mtime": wm_path.stat().st_mtime_ns,
             "policy": asdict(pcfg),
+            "weights": model_fingerprint(pcfg.model),
             "guidance": OmegaConf.to_container(cfg.guidance),
             "ablation": OmegaConf.to_container(cfg.ablation),
             "evaluate": {"simulate": asdict(ecfg.simulate), "tail": asdict(ecfg.tail)},
@@ -106,7 +111,7 @@ def evaluate(cfg: DictConfig, progress: bool = True) -> Path:
             wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu").eval()
             dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
             dm.setup()
-        estimates[pcfg.name] = {**estimate_policy(cfg, wm, dm, pcfg), "settings": settings}
+        estimates[pcfg.name] = {**estimate_policy(cfg, wm, dm, pcfg, cache), "settings": settings}
         atomic_write_json(out, results)
         if progress:
             e = estimates[pcfg.name]

@@ -25,7 +25,7 @@ to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports 
 @dataclass
 class FitConfig:
     max_epochs: int = 30
-    max_minutes: float = 9.0  # wall-clock cap; the last checkpoint is kept either way
+    max_minutes: float = 3.0  # wall-clock cap (the main job's budget); the last checkpoint is kept either way
     resume: bool = False  # continue from <run.dir>/checkpoints/last.ckpt
     checkpoint_every_n_steps: int = 100  # a kill loses at most this many steps
     val_every_n_epochs: int = 1

@@ -19,6 +19,7 @@ from adwm.data.datamodule import TrajectoryDataModule
 from adwm.models.projector import ProjectorModule
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.llm import LLMPolicy
+from adwm.policies.loading import model_fingerprint
 from adwm.trainer import build_logger, build_trainer
 
 to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports ProjectConfig from here
@@ -68,6 +69,7 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
         "world_model": str(wm_path),
         "world_model_mtime": wm_path.stat().st_mtime_ns,
         "agent": pcfg.model,
+        "agent_weights": model_fingerprint(pcfg.model),
         "projector": asdict(proj_cfg),
         "seed": cfg.seed,
     }

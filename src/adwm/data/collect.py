@@ -25,6 +25,7 @@ from adwm.data.schema import Episode, LogFormatError, parse_episode
 from adwm.envs.registry import EnvConfig, make_env
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import PolicyConfig
+from adwm.policies.loading import model_fingerprint
 
 
 @dataclass
@@ -112,6 +113,7 @@ def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = 
         out,
         {
             "behaviour": [asdict(b) for b in cfg.behaviour],
+            "weights": {b.policy.name: model_fingerprint(b.policy.model) for b in cfg.behaviour},
             "seed": seed,
             "seed_offset": cfg.seed_offset,
             "env": asdict(env_cfg),

@@ -23,6 +23,7 @@ from adwm.data.schema import Episode
 from adwm.envs.registry import EnvConfig, make_env
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import PolicyConfig
+from adwm.policies.loading import model_fingerprint
 
 
 @dataclass
@@ -56,6 +57,7 @@ def ground_truth(
             "seed": seed,
             "env": asdict(env_cfg),
             "policy": asdict(pcfg),
+            "weights": model_fingerprint(pcfg.model),
         }
         prev = results.get(pcfg.name)
         if prev is not None and prev.get("settings") == settings:

@@ -25,7 +25,7 @@ LogC = Callable[[torch.Tensor], torch.Tensor]  # z0_hat (B, L, d) -> log C (B,)
 class GuidanceConfig:
     omega: float = 1.0  # action-posterior guidance: 1 = plain conditional, 0 = ignores the action
     eta: float = 1.0  # continuation guidance; 0 turns it off
-    steps: int = 5  # continuation guidance on the last `steps` reverse steps only
+    steps: int = 1  # continuation guidance on the last `steps` reverse steps only (each costs a backward pass)
     clip: float = 1.0  # per-sample L2 cap of grad log C
 
 

@@ -29,7 +29,7 @@ from adwm.policies.distribution import action_log_probs
 class TailConfig:
     enabled: bool = True
     gamma: float = 0.9  # discount of the tail value (a soft horizon of ~10 steps)
-    transitions: int = 2000  # logged transitions scored by pi_e for the TD fit
+    transitions: int = 1000  # logged transitions scored by pi_e for the TD fit
     steps: int = 400
     lr: float = 3e-3
     target_every: int = 50
@@ -44,8 +44,13 @@ class TailValue(nn.Module):
         return self.net(z.flatten(1)).squeeze(-1)
 
 
-def fit_tail_value(world_model, policy_cfg, llm_policy, dm, cfg: TailConfig, seed: int) -> TailValue:
-    """TD(0) fit of V(z_t) = log pi_e(a_t | o_t) + gamma (1 - done_t) V(z_{t+1}) on logged transitions."""
+def fit_tail_value(
+    world_model, policy_cfg, llm_policy, dm, cfg: TailConfig, seed: int, score_cache: dict | None = None
+) -> TailValue:
+    """TD(0) fit of V(z_t) = log pi_e(a_t | o_t) + gamma (1 - done_t) V(z_{t+1}) on logged transitions.
+
+    `score_cache` keeps the agent's text scores of the sampled states per checkpoint: they do not
+    depend on temperature or eps, so an eps family scores them once."""
     rng = np.random.default_rng(seed)
     items = [x for x in dm.train_items if x["admissible"] and x["action"] in x["admissible"]]
     items = [items[i] for i in rng.permutation(len(items))[: cfg.transitions]]
@@ -57,8 +62,12 @@ def fit_tail_value(world_model, policy_cfg, llm_policy, dm, cfg: TailConfig, see
     ]
     if llm_policy is None:
         scores = [np.zeros(len(s.admissible)) for s in states]
+    elif score_cache is not None and policy_cfg.model in score_cache:
+        scores = score_cache[policy_cfg.model]
     else:
         scores = llm_policy.action_scores(states)
+        if score_cache is not None:
+            score_cache[policy_cfg.model] = scores
     reward = torch.tensor(
         [
             float(action_log_probs(torch.as_tensor(sc), policy_cfg)[x["admissible"].index(x["action"])])

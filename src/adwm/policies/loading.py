@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from pathlib import Path
 
@@ -64,3 +65,17 @@ def _load(
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return lm.to(device).eval(), tok
+
+
+def model_fingerprint(model: str) -> str | None:
+    """Identity of a local checkpoint's weights (names, sizes, modification times of its weight files),
+    so results made from an agent are not reused after it is retrained; None for hub names."""
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        return None
+    files = sorted(p for ext in ("*.safetensors", "*.bin", "*.gguf") for p in path.glob(ext))
+    h = hashlib.sha1()
+    for p in files:
+        st = p.stat()
+        h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()[:16]

@@ -45,13 +45,20 @@ def _scaled_log_softmax(logits: torch.Tensor, temperature: float) -> torch.Tenso
     return torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1)
 
 
-def _prompt_pass(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int):
-    """Run left-padded prompts once with the KV cache on; logits only at the last position."""
+def _prompt_pass(model: torch.nn.Module, prompts, pad_id: int):
+    """Run left-padded prompts once with the KV cache on; logits only at the last position.
+
+    `prompts` are token-id lists, or a pair (embeddings (B, Lp, D), mask (B, Lp)) already left-padded."""
     device = next(model.parameters()).device
-    ids, mask = _left_pad(prompts, pad_id)  # (B, Lp)
+    if isinstance(prompts, tuple):
+        embeds, mask = prompts
+        inputs = {"inputs_embeds": embeds.to(device)}
+    else:
+        ids, mask = _left_pad(prompts, pad_id)  # (B, Lp)
+        inputs = {"input_ids": ids.to(device)}
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     out = model(
-        input_ids=ids.to(device),
+        **inputs,
         attention_mask=mask.to(device),
         position_ids=pos.to(device),
         use_cache=True,
@@ -63,13 +70,14 @@ def _prompt_pass(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_i
 @torch.no_grad()
 def score_continuations(
     model: torch.nn.Module,
-    prompts: Sequence[Sequence[int]],
+    prompts,
     continuations: Sequence[Sequence[int]],
     owner: Sequence[int],
     pad_id: int,
     temperature: float = 1.0,
 ) -> ContinuationScores:
-    """Token log-probs of `continuations[j]` after `prompts[owner[j]]`.
+    """Token log-probs of `continuations[j]` after `prompts[owner[j]]` (token ids, or left-padded
+    (embeddings, mask) as in `_prompt_pass`).
 
     With temperature T > 0 the log-softmax is taken of logits / T; T = 0 uses
     the raw logits (callers read `greedy` for the argmax rule).
