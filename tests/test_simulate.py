@@ -81,3 +81,30 @@ def test_rollout_evaluator_runs_inside_a_one_epoch_fit(smoke_overrides, tmp_path
     assert keys <= set(metrics)
     table = json.loads((tmp_path / "fit" / "rollouts_epoch0.json").read_text())
     assert set(table["J_hat"]) == {"iter3_eps0", "iter3_eps1"} and set(table["J"]) == set(table["J_hat"])
+
+
+def test_continuation_guidance_runs_and_moves_the_rollouts(world, bc_agent_dir):
+    from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
+
+    wm, dm = world
+    starts = logged_starts(dm)
+    pcfg = PolicyConfig(name="p", model=bc_agent_dir, history_turns=0)
+    agent = LLMPolicy(pcfg)
+    tail = fit_tail_value(wm, pcfg, agent, dm, TailConfig(transitions=40, steps=30), 0)
+    assert torch.isfinite(tail(wm.encode(dm.observations[:3]))).all()
+    reader = NearestTextReader(wm, agent)
+    sim = SimulateConfig(n_rollouts=6, batch_size=6)
+    plain = simulate(wm, pcfg, reader, starts, sim, GuidanceConfig(eta=0.0, steps=2), 0.95, 3, 0)
+    guided = simulate(
+        wm,
+        pcfg,
+        reader,
+        starts,
+        sim,
+        GuidanceConfig(eta=50.0, steps=2, clip=10.0),
+        0.95,
+        3,
+        0,
+        Continuation(wm, reader, tail),
+    )
+    assert np.all(np.isfinite(guided)) and not np.allclose(plain, guided)

@@ -123,7 +123,7 @@ def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, co
                 mk = torch.cat([mask[:, 1:], torch.ones_like(mask[:, :1])], dim=1)
                 return wm.history(zh, pa, mk)
 
-            log_c = continuation.log_c(context_after, c, a, cand, tasks, policy)
+            log_c = continuation.log_c(context_after, c, a, cand, tasks, policy, live)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
         z_next = wm.sampler.sample(eps_fn, tuple(z.shape), gen)
         # (3) reward and termination heads

@@ -108,24 +108,30 @@ class Continuation:
         cand: torch.Tensor,
         tasks: list[str],
         policy_cfg,
+        live: list[int] | None = None,
     ) -> Callable[[torch.Tensor], torch.Tensor]:
+        """log C as a function of z0 (B, L, d) -> (B,); rows outside `live` (finished rollouts) get 0
+        and so no guidance, and cost nothing."""
         wm = self.wm
+        live = list(range(c.size(0))) if live is None else live
 
         def fn(z0: torch.Tensor) -> torch.Tensor:
-            nxt = wm.propose_next(z0.detach(), c, a, cand)  # candidate set at z0 (not differentiated)
+            nxt = wm.propose_next(z0.detach()[live], c[live], a[live], cand[live])  # not differentiated
             ids = [torch.nonzero(row).flatten() for row in nxt]
             texts = [[wm.actions[j] for j in row.tolist()] for row in ids]
-            behaviour = wm.heads.behaviour_logits(context_after(z0), wm.vocab_embeddings())  # (B, V)
+            behaviour = wm.heads.behaviour_logits(context_after(z0)[live], wm.vocab_embeddings())  # (B', V)
             if self.reader is not None:
-                scores = self.reader.scores(z0, tasks, texts)
+                scores = self.reader.scores(z0[live], [tasks[i] for i in live], texts)
             else:
                 scores = [torch.zeros(len(t)) for t in texts]
             out = []
-            for i, row in enumerate(ids):
-                log_b = torch.log_softmax(behaviour[i, row], dim=-1).double()
-                log_pi = action_log_probs(scores[i], policy_cfg)
+            for k, row in enumerate(ids):
+                log_b = torch.log_softmax(behaviour[k, row], dim=-1).double()
+                log_pi = action_log_probs(scores[k], policy_cfg)
                 out.append(torch.logsumexp(log_b + log_pi, dim=-1))
             log_c = torch.stack(out).float()
-            return log_c + self.tail(z0) if self.tail is not None else log_c
+            if self.tail is not None:
+                log_c = log_c + self.tail(z0[live])
+            return torch.zeros(z0.size(0), dtype=log_c.dtype).index_put((torch.tensor(live),), log_c)
 
         return fn
