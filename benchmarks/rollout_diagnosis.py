@@ -61,7 +61,7 @@ def main(overrides: list[str]) -> Path:
         "policies": {},
     }
     horizon = cfg.evaluate.simulate.horizon or cfg.env.max_steps
-    sim = SimulateConfig(n_rollouts=64, batch_size=64)
+    sim = SimulateConfig(n_rollouts=64, batch_size=64, snap=cfg.evaluate.simulate.snap)
     for eps in (0.0, 1.0):
         steps.clear()
         p = dataclasses.replace(pcfg, eps=eps)

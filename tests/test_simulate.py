@@ -108,3 +108,24 @@ def test_continuation_guidance_runs_and_moves_the_rollouts(world, bc_agent_dir):
         Continuation(wm, reader, tail),
     )
     assert np.all(np.isfinite(guided)) and not np.allclose(plain, guided)
+
+
+def test_snapping_keeps_every_simulated_latent_on_a_logged_one(world):
+    wm, dm = world
+    seen = []
+    transition = wm.heads.transition
+
+    def recorded(z, c, a):
+        seen.append(z.flatten(1))
+        return transition(z, c, a)
+
+    wm.heads.transition = recorded
+    try:
+        sim = SimulateConfig(n_rollouts=4, batch_size=4, snap=True)
+        simulate(wm, PolicyConfig(name="u", kind="uniform"), None, logged_starts(dm), sim, GuidanceConfig(), 0.95, 3, 0)
+    finally:
+        wm.heads.transition = transition
+    bank = wm.proposal_bank.latents
+    assert seen
+    for z in seen:  # each simulated latent is an exact copy of a logged one
+        assert (z[:, None, :] == bank[None]).all(-1).any(-1).all()

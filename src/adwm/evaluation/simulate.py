@@ -27,6 +27,7 @@ class SimulateConfig:
     batch_size: int = 256  # rollouts advanced together
     ci_resamples: int = 2000  # bootstrap resamples of the rollout returns
     ci_level: float = 0.95
+    snap: bool = False  # replace each sampled latent by the nearest logged one (keeps rollouts on the data)
 
 
 @dataclass
@@ -78,11 +79,11 @@ def simulate(
     returns = []
     for lo in range(0, cfg.n_rollouts, cfg.batch_size):
         batch = [starts[i] for i in pick[lo : lo + cfg.batch_size]]
-        returns.append(_rollout_batch(wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation))
+        returns.append(_rollout_batch(wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg.snap))
     return np.concatenate(returns)
 
 
-def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, continuation) -> np.ndarray:
+def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, continuation, snap) -> np.ndarray:
     b, w = len(starts), wm.hparams.window
     tasks = [s.task for s in starts]
     z = wm.encode([s.observation for s in starts])  # (B, L, d)
@@ -126,6 +127,10 @@ def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, co
             log_c = continuation.log_c(context_after, c, a, cand, tasks, policy, live)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
         z_next = wm.sampler.sample(eps_fn, tuple(z.shape), gen)
+        if snap:
+            if wm.proposal_bank is None:
+                raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
+            z_next = wm.proposal_bank.latents[wm.proposal_bank.nearest(z_next)].view_as(z_next)
         # (3) reward and termination heads
         reward, done_logit = wm.heads.transition(z_next, c, a)
         done = torch.rand(b, generator=gen) < torch.sigmoid(done_logit)
