@@ -24,6 +24,7 @@ from adwm.evaluation.readers import NearestTextReader, SoftTokenReader
 from adwm.evaluation.simulate import SimulateConfig, bootstrap_ci, logged_starts, simulate
 from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
 from adwm.models.world_model import WorldModelModule
+from adwm.policies.distribution import uses_model
 from adwm.policies.llm import LLMPolicy, PolicyConfig
 from adwm.policies.loading import model_fingerprint
 from adwm.project import load_projector, project
@@ -46,17 +47,13 @@ class EvaluateConfig:
     tail: TailConfig = field(default_factory=TailConfig)
 
 
-def _needs_agent(p: PolicyConfig) -> bool:
-    return p.kind == "llm" and p.eps < 1.0
-
-
 def estimate_policy(
     cfg: DictConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig, cache: dict | None = None
 ) -> dict:
     ecfg, guidance, ablation = to_object(cfg.evaluate), to_object(cfg.guidance), to_object(cfg.ablation)
     start = time.time()
     reader, llm = None, None
-    if _needs_agent(pcfg):
+    if uses_model(pcfg):
         llm = LLMPolicy(pcfg, f"family policy '{pcfg.name}'")
         if ablation.projector:
             reader = SoftTokenReader(load_projector(project(cfg, pcfg), wm, llm))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -141,9 +142,6 @@ def proposal_metrics(module: WorldModelModule, dm: TrajectoryDataModule) -> dict
 
 def rollout_evaluator(cfg: DictConfig, dm: TrajectoryDataModule, fcfg: FitConfig, run_dir: Path):
     """The RolloutEvaluator of `fit.rollout_eval` for the configured family (true values when measured)."""
-    import dataclasses
-    import json
-
     from adwm.evaluation.callback import RolloutEvaluator
     from adwm.evaluation.family import family_policies
 

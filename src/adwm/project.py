@@ -11,6 +11,7 @@ from pathlib import Path
 
 import lightning as L
 import numpy as np
+import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
@@ -44,8 +45,6 @@ def _batches(states: list[dict], batch_size: int, shuffle: bool, seed: int) -> D
             "candidates": [r["candidates"] for r in rows],
             "logged": [r["logged"] for r in rows],
         }
-
-    import torch
 
     gen = torch.Generator().manual_seed(seed)
     return DataLoader(states, batch_size, shuffle=shuffle, generator=gen if shuffle else None, collate_fn=collate)

@@ -23,6 +23,7 @@ from adwm.evaluation.metrics import family_metrics
 from adwm.evaluation.readers import NearestTextReader
 from adwm.evaluation.simulate import SimulateConfig, logged_starts, simulate
 from adwm.guidance.composed import GuidanceConfig
+from adwm.policies.distribution import uses_model
 from adwm.policies.llm import LLMPolicy, PolicyConfig
 
 
@@ -49,7 +50,7 @@ class RolloutEvaluator(L.Callback):
         self.history: list[dict] = []
 
     def _nearest_text(self, pcfg: PolicyConfig, module) -> NearestTextReader | None:
-        if pcfg.kind != "llm" or pcfg.eps >= 1.0:
+        if not uses_model(pcfg):
             return None
         return NearestTextReader(module, LLMPolicy(pcfg, f"family policy '{pcfg.name}'"))
 

@@ -62,7 +62,7 @@ class Projector(nn.Module):
 
 
 def candidate_log_softmax(scores: list[torch.Tensor]) -> list[torch.Tensor]:
-    return [torch.log_softmax(s.double() if s.dtype == torch.float64 else s, dim=-1) for s in scores]
+    return [torch.log_softmax(s, dim=-1) for s in scores]
 
 
 class ProjectorModule(L.LightningModule):

@@ -88,8 +88,7 @@ class WorldModelModule(L.LightningModule):
         super().__init__()
         enc_cfg = EncoderConfig(**encoder)
         wm = world_model if isinstance(world_model, WorldModelConfig) else _wm_config(world_model)
-        if wm.proposal not in PROPOSALS:
-            raise ValueError(f"world_model.proposal: unknown mode '{wm.proposal}'; choose from {list(PROPOSALS)}")
+        _check_proposal(wm.proposal)
         self.cfg, self.actions = wm, list(actions)
         self.proposal_bank: ProposalBank | None = None  # built after training, saved in the checkpoint
         self.encoder = build_encoder(enc_cfg, texts, tokenizer_json)
@@ -172,9 +171,7 @@ class WorldModelModule(L.LightningModule):
     @torch.no_grad()
     def propose(self, z: torch.Tensor, mode: str | None = None) -> torch.Tensor:
         """Candidate actions (B, V) bool over the logged vocabulary for latent states z (B, L, d)."""
-        mode = mode or self.cfg.proposal
-        if mode not in PROPOSALS:
-            raise ValueError(f"world_model.proposal: unknown mode '{mode}'; choose from {list(PROPOSALS)}")
+        mode = _check_proposal(mode or self.cfg.proposal)
         if mode == "retrieval":
             if self.proposal_bank is None:
                 raise RuntimeError(
@@ -291,7 +288,6 @@ class WorldModelModule(L.LightningModule):
             "vocab": vocab.detach(),
             "post": post.detach(),
             "prop": prop.detach(),
-            "done_logit": done_logit.detach(),
         }
         return loss, logs, extra
 
@@ -362,6 +358,12 @@ def _variance_covariance(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     cov = xc.T @ xc / (x.size(0) - 1)  # (D, D)
     off = cov - torch.diag(torch.diag(cov))
     return var, off.pow(2).sum() / x.size(1)
+
+
+def _check_proposal(mode: str) -> str:
+    if mode not in PROPOSALS:
+        raise ValueError(f"world_model.proposal: unknown mode '{mode}'; choose from {list(PROPOSALS)}")
+    return mode
 
 
 def _wm_config(d: dict) -> WorldModelConfig:

@@ -8,12 +8,17 @@ import torch
 from adwm.policies.llm import PolicyConfig
 
 
+def uses_model(policy: PolicyConfig) -> bool:
+    """Whether the policy consults its LLM at all (a uniform policy or eps = 1 never does)."""
+    return policy.kind == "llm" and policy.eps < 1.0
+
+
 def action_log_probs(scores: torch.Tensor, policy: PolicyConfig) -> torch.Tensor:
     """The agent's log-probabilities over one candidate set from its summed log-likelihood scores:
     softmax(scores / T) (uniform over the argmax set at T = 0), mixed with eps uniform."""
     n = scores.numel()
     uniform = torch.full((n,), -float(np.log(n)), dtype=torch.float64)
-    if policy.kind == "uniform" or policy.eps >= 1.0:
+    if not uses_model(policy):
         return uniform
     s = scores.double()
     if policy.temperature == 0:

@@ -28,7 +28,8 @@ class SoftPromptScorer:
                 f"{cfg.history_turns}"
             )
         self.policy, self.model, self.tokenizer = policy, policy.model, policy.tokenizer
-        self.before, self.after = cfg.prompt_template.split("{observation}", 1)
+        self.before, after = cfg.prompt_template.split("{observation}", 1)
+        self.after_ids = self.tokenizer(after, add_special_tokens=False)["input_ids"]  # the same for every state
         self.embedding = self.model.get_input_embeddings()
 
     @property
@@ -50,7 +51,7 @@ class SoftPromptScorer:
             )
         if not (torch.is_grad_enabled() and soft.requires_grad):
             return self._scores_cached(tasks, soft, candidates)
-        after = self.tokenizer(self.after, add_special_tokens=False)["input_ids"]
+        after = self.after_ids
         m, device = soft.shape[1], self.embedding.weight.device
         rows, owner, spans = [], [], []
         for i, (task, cands) in enumerate(zip(tasks, candidates)):
@@ -89,8 +90,7 @@ class SoftPromptScorer:
         in_action = torch.arange(keep - 1)[None] >= (keep - 1 - torch.tensor(spans))[:, None]
         tok = logp.gather(-1, tgt[..., None]).squeeze(-1) * in_action.to(device)
         sums = tok.sum(-1)  # (N,)
-        bounds = torch.tensor([0] + [len(c) for c in candidates]).cumsum(0).tolist()
-        return [sums[bounds[i] : bounds[i + 1]] for i in range(len(candidates))]
+        return _per_state(sums, candidates)
 
     @torch.no_grad()
     def _scores_cached(
@@ -98,7 +98,7 @@ class SoftPromptScorer:
     ) -> list[torch.Tensor]:
         """The same scores without gradient: each prompt runs once and its KV cache serves every
         candidate (`score_continuations`), about 4x less compute than one full row per candidate."""
-        after = self.tokenizer(self.after, add_special_tokens=False)["input_ids"]
+        after = self.after_ids
         m, d = soft.shape[1], soft.shape[-1]
         prompts = [self._prefix(t) for t in tasks]
         width = max(len(p) for p in prompts) + m + len(after)
@@ -109,7 +109,6 @@ class SoftPromptScorer:
         after_emb = self.embedding(torch.tensor(after, device=device))
         for i, p in enumerate(prompts):
             start = width - len(p) - m - len(after)
-            embeds[i, :start] = self.embedding(torch.tensor([pad], device=device))
             embeds[i, start : start + len(p)] = self.embedding(torch.tensor(p, device=device))
             embeds[i, start + len(p) : start + len(p) + m] = soft[i]
             embeds[i, width - len(after) :] = after_emb
@@ -120,5 +119,10 @@ class SoftPromptScorer:
             owner += [i] * len(cands)
         out = score_continuations(self.model, (embeds, mask), conts, owner, pad, 1.0)
         sums = torch.tensor([float(lp.sum()) for lp in out.token_logprobs], dtype=torch.float32)
-        bounds = torch.tensor([0] + [len(c) for c in candidates]).cumsum(0).tolist()
-        return [sums[bounds[i] : bounds[i + 1]] for i in range(len(candidates))]
+        return _per_state(sums, candidates)
+
+
+def _per_state(sums: torch.Tensor, candidates: Sequence[Sequence[str]]) -> list[torch.Tensor]:
+    """Split flat per-candidate scores (N,) into one tensor per state."""
+    bounds = torch.tensor([0] + [len(c) for c in candidates]).cumsum(0).tolist()
+    return [sums[bounds[i] : bounds[i + 1]] for i in range(len(candidates))]
