@@ -54,6 +54,24 @@ def test_history_window_and_batch_match_the_log(log_path):
     assert [batch["texts"][j] for j in batch["next_obs"]] == [dm.observations[g] for g in batch["next_obs_id"]]
     first = batch["history_obs"][:, 0] == -1  # padded windows start an episode
     assert ((batch["t"] < 2) == first).all()
+    # the episode's task text follows the observations in `texts`
+    tasks = [batch["texts"][j] for j in batch["task"]]
+    assert all(dm.tasks.index(t) >= 0 for t in tasks) and (batch["task"] >= len(batch["texts"]) - len(set(tasks))).all()
+
+
+def test_done_marks_termination_not_the_step_limit(tmp_path):
+    """An episode cut at the step limit (info.truncated) has no terminal step; a won one ends in one."""
+    from adwm.data.schema import Episode, StepRecord
+
+    def episode(i: int, truncated: bool) -> str:
+        steps = [StepRecord(f"room {i} {t}", "look", 0.0, t == 2) for t in range(3)]
+        return Episode("builtin", i, "task", "u", steps, "end", i, {"truncated": truncated}).to_json()
+
+    log = tmp_path / "log.jsonl"
+    log.write_text(episode(0, truncated=True) + "\n" + episode(1, truncated=False) + "\n")
+    dm = TrajectoryDataModule(DataConfig(log=str(log), val_fraction=0.0), seed=0)
+    dm.setup()
+    assert [x["done"] for x in dm.train_items] == [False, False, False, False, False, True]
 
 
 def test_bad_log_path_and_zero_usable_steps(tmp_path, log_path):

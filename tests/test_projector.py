@@ -112,6 +112,25 @@ def test_cached_and_differentiable_soft_scoring_agree(setup):
     tasks, cands = [r["task"] for r in rows], [r["candidates"] for r in rows]
     with torch.no_grad():
         cached = scorer.scores(tasks, soft, cands)  # one prompt pass, KV cache per candidate
-    full = scorer.scores(tasks, soft.clone().requires_grad_(True), cands)  # one full row per candidate
-    for a, b in zip(cached, full):
-        torch.testing.assert_close(a, b.detach(), rtol=1e-4, atol=1e-4)
+    scorer.model.double()
+    try:
+        x = soft.double().requires_grad_(True)
+        got = scorer.scores(tasks, x, cands)  # differentiable through the KV cache
+        for a, b in zip(cached, got):
+            torch.testing.assert_close(a.double(), b.detach(), rtol=1e-4, atol=1e-4)
+        (grad,) = torch.autograd.grad(torch.cat(got).sum(), x)
+        # reference: one full row [prefix, soft, suffix, action] per candidate, no cache, no padding
+        ref = 0.0
+        for i, (task, cs) in enumerate(zip(tasks, cands)):
+            before = scorer.embedding(torch.tensor(scorer._prefix(task)))
+            after = scorer.embedding(torch.tensor(scorer.after_ids))
+            for act in cs:
+                ids = list(scorer.policy._encode_action(act))
+                emb = torch.cat([before, x[i], after, scorer.embedding(torch.tensor(ids))])[None]
+                logp = torch.log_softmax(scorer.model(inputs_embeds=emb).logits[0], -1)
+                first = emb.shape[1] - len(ids) - 1  # the position that predicts the first action token
+                ref = ref + sum(logp[first + k, tok] for k, tok in enumerate(ids))
+        (ref_grad,) = torch.autograd.grad(ref, x)
+        assert float((grad - ref_grad).norm() / ref_grad.norm()) < 1e-6
+    finally:
+        scorer.model.float()

@@ -2,8 +2,11 @@
 
 A sample is one logged step t: the last `history` observations up to o_t and
 the actions between them, the action a_t, the next observation o_{t+1}, r_t,
-done_t, and the admissible lists of o_t and o_{t+1} over the logged action
-vocabulary. Observations travel as indices into the module's observation
+done_t, the episode's task, and the admissible lists of o_t and o_{t+1} over
+the logged action vocabulary. `done` is termination by the environment: an
+episode cut at the step limit (`info.truncated` in the log) does not end in a
+terminal state, since the limit is the simulation's horizon, not a property of
+the state. Observations travel as indices into the module's observation
 table, so a batch encodes each distinct text once. Behaviour log-probs are
 never loaded (privileged).
 """
@@ -24,7 +27,8 @@ from adwm.data.schema import Episode, LogFormatError, read_episodes
 class DataConfig:
     log: str = "${collect.out}"  # episode log (JSONL, adwm.episode/1)
     val_fraction: float = 0.1  # share of episodes held out, whole episodes only
-    history: int = 2  # observations in the history window (o_{t-history+1} .. o_t); builtin is Markov
+    history: int = 30  # observations in the history window (o_{t-history+1} .. o_t): builtin rewards a
+    # milestone only the first time, so whether the goal object was taken before must be in view
     batch_size: int = 64
     num_workers: int = 0  # samples are small index tuples; worker processes cost more than they save
 
@@ -90,6 +94,7 @@ class TrajectoryDataModule(L.LightningDataModule):
         acts = [act_id(s.action) for s in ep.steps]
         adm = [[act_id(a) for a in s.admissible] if s.admissible is not None else None for s in ep.steps]
         items = []
+        truncated = bool(ep.info.get("truncated", False))
         for t, step in enumerate(ep.steps):
             if not step.action.strip():
                 continue
@@ -101,7 +106,7 @@ class TrajectoryDataModule(L.LightningDataModule):
                     "action": acts[t],
                     "next_obs": obs[t + 1],
                     "reward": step.reward,
-                    "done": step.done,
+                    "done": step.done and not (truncated and t == len(ep.steps) - 1),
                     "admissible": adm[t],
                     "next_admissible": adm[t + 1] if t + 1 < len(adm) else None,
                     "t": t,
@@ -161,12 +166,15 @@ class TrajectoryDataModule(L.LightningDataModule):
         used = torch.unique(torch.cat([hist_obs[hist_obs >= 0], torch.tensor([x["next_obs"] for x in batch])]))
         local = {int(g): i for i, g in enumerate(used)}
         hist_local = hist_obs.clone().apply_(lambda g: local.get(g, -1))
+        tasks = sorted({x["task"] for x in batch})  # task texts follow the observations in `texts`
+        task_local = {g: len(used) + i for i, g in enumerate(tasks)}
         return {
-            "texts": [self.observations[int(g)] for g in used],  # (U,) distinct observation texts
+            "texts": [self.observations[int(g)] for g in used] + [self.tasks[g] for g in tasks],  # (U,) distinct texts
             "history_obs": hist_local,  # (B, W) indices into texts, -1 = before the episode
             "history_actions": hist_act,  # (B, W) logged-action ids, last = a_t, -1 = none
             "next_obs": torch.tensor([local[x["next_obs"]] for x in batch]),  # (B,) index into texts
             "next_obs_id": torch.tensor([x["next_obs"] for x in batch]),  # (B,) global observation id
+            "task": torch.tensor([task_local[x["task"]] for x in batch]),  # (B,) index into texts
             "reward": torch.tensor([x["reward"] for x in batch], dtype=torch.float32),
             "done": torch.tensor([x["done"] for x in batch], dtype=torch.float32),
             "admissible": adm,  # (B, V) of o_t

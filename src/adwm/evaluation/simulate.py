@@ -87,6 +87,7 @@ def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, co
     b, w = len(starts), wm.hparams.window
     tasks = [s.task for s in starts]
     z = wm.encode([s.observation for s in starts])  # (B, L, d)
+    z_task = wm.encode(tasks)  # (B, L, d): the task stays in the history for the whole rollout
     vocab = wm.vocab_embeddings()
     cand = torch.zeros(b, len(wm.actions), dtype=torch.bool)
     for i, s in enumerate(starts):
@@ -100,7 +101,7 @@ def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, co
     ret = torch.zeros(b, dtype=torch.float64)
     guided = {int(t) for t in wm.sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
     for t in range(horizon):
-        c = wm.history(z_hist, prev_a, mask)  # (B, d_c)
+        c = wm.history(z_hist, prev_a, mask, z_task)  # (B, d_c)
         # (1) the agent picks a_t among the candidates while reading z_t
         live = torch.nonzero(alive).flatten().tolist()  # finished rollouts are not scored
         ids = [torch.nonzero(cand[i]).flatten() for i in live]
@@ -122,7 +123,7 @@ def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, co
                 zh = torch.cat([z_hist[:, 1:], z0[:, None]], dim=1)
                 pa = torch.cat([torch.zeros_like(prev_a[:, :1]), prev_a[:, 2:], a[:, None]], dim=1)
                 mk = torch.cat([mask[:, 1:], torch.ones_like(mask[:, :1])], dim=1)
-                return wm.history(zh, pa, mk)
+                return wm.history(zh, pa, mk, z_task)
 
             log_c = continuation.log_c(context_after, c, a, cand, tasks, policy, live)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)

@@ -9,6 +9,11 @@ from torch import nn
 class HistoryEncoder(nn.Module):
     """Token k = proj(z_k) + proj(a_{k-1}) (+ position); the output at the last position is c_t.
 
+    The episode's task text (its latent) is a prefix token that every position attends to: the
+    task is part of h_t for the whole episode, while the window keeps only the latest steps. On
+    builtin the task names where the objects are, so without it a window of two observations
+    cannot know what the next room holds or which step pays a reward.
+
     Windows are left-padded; padding positions hold a learned "before the episode" token rather
     than being masked out, so no attention row is ever empty and the model knows how far back
     the episode starts.
@@ -19,6 +24,8 @@ class HistoryEncoder(nn.Module):
     ) -> None:
         super().__init__()
         self.z_proj = nn.Linear(n_latents * d_latent, d_model)
+        self.task_proj = nn.Linear(n_latents * d_latent, d_model)
+        self.task_pos = nn.Parameter(torch.zeros(d_model))
         self.a_proj = nn.Linear(d_action, d_model)
         self.pos = nn.Parameter(torch.zeros(window, d_model))
         self.before = nn.Parameter(torch.zeros(d_model))
@@ -26,11 +33,13 @@ class HistoryEncoder(nn.Module):
         self.transformer = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(d_model)
 
-    def forward(self, z: torch.Tensor, prev_a: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """z (B, W, L, d_z), prev_a (B, W, d_a) (zeros where none), mask (B, W) real steps -> c (B, d_model)."""
+    def forward(self, z: torch.Tensor, prev_a: torch.Tensor, mask: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
+        """z (B, W, L, d_z), prev_a (B, W, d_a) (zeros where none), mask (B, W) real steps,
+        task (B, L, d_z) latent of the task text -> c (B, d_model)."""
         b, w = z.shape[:2]
         x = self.z_proj(z.reshape(b, w, -1)) + self.a_proj(prev_a)  # (B, W, D)
         x = torch.where(mask[..., None], x, self.before) + self.pos[-w:]
-        causal = torch.triu(torch.ones(w, w, dtype=torch.bool, device=z.device), 1)
+        x = torch.cat([(self.task_proj(task.reshape(b, -1)) + self.task_pos)[:, None], x], dim=1)  # (B, 1+W, D)
+        causal = torch.triu(torch.ones(w + 1, w + 1, dtype=torch.bool, device=z.device), 1)
         h = self.transformer(x, mask=causal)
         return self.norm(h[:, -1])  # windows are left-padded: the last position is o_t

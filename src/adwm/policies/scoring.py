@@ -123,6 +123,42 @@ def score_continuations(
     return ContinuationScores(token_logprobs, greedy)
 
 
+def summed_logprobs(
+    model: torch.nn.Module, prompts, continuations: Sequence[Sequence[int]], owner: Sequence[int], pad_id: int
+) -> torch.Tensor:
+    """Differentiable sum of token log-probs (T = 1) of `continuations[j]` after `prompts[owner[j]]`
+    -> (N,), float32 or the model's wider precision. The same KV-cache scheme as `score_continuations`: gradient reaches the prompt
+    embeddings through the cache, at the cost of one prompt pass, not one per continuation."""
+    device = next(model.parameters()).device
+    out, p_mask = _prompt_pass(model, prompts, pad_id)
+    dtype = torch.promote_types(out.logits.dtype, torch.float32)  # float32 at least, float64 if the model is
+    first = torch.log_softmax(out.logits[:, -1].to(dtype), dim=-1)  # (B, V)
+    name = _cache_name(model)
+    cache = getattr(out, name)
+    idx = torch.tensor(owner, dtype=torch.long)
+    cache.reorder_cache(idx.to(device))
+    width = max(len(c) for c in continuations)
+    c_ids = torch.full((len(continuations), width), pad_id, dtype=torch.long)
+    c_mask = torch.zeros_like(c_ids)
+    for j, c in enumerate(continuations):
+        c_ids[j, : len(c)] = torch.tensor(c, dtype=torch.long)
+        c_mask[j, : len(c)] = 1
+    total = first[idx.to(device), c_ids[:, 0].to(device)]  # first token, predicted by the prompt
+    if width > 1:
+        mask = torch.cat([p_mask[idx], c_mask[:, :-1]], dim=1)
+        pos = p_mask.sum(-1)[idx, None] + torch.arange(width - 1)[None]
+        logits = model(
+            input_ids=c_ids[:, :-1].to(device),
+            attention_mask=mask.to(device),
+            position_ids=pos.to(device),
+            use_cache=False,
+            **{name: cache},
+        ).logits  # (N, La - 1, V): predicts tokens 1 .. La - 1
+        logp = torch.log_softmax(logits.to(dtype), dim=-1).gather(-1, c_ids[:, 1:, None].to(device)).squeeze(-1)
+        total = total + (logp * c_mask[:, 1:].to(device)).sum(-1)
+    return total
+
+
 @torch.no_grad()
 def sample_continuations(
     model: torch.nn.Module,
