@@ -8,6 +8,10 @@ simulated step, the mean reward, the mean termination probability and the share 
 with a reward above 0.05, next to the same statistics of the logs, to
 benchmarks/results/rollout_diagnosis.json. Policies that differ in value should differ in these
 curves; where the curves meet, the simulation no longer carries the policy's effect.
+
+It also replays held-out logged episodes open loop (the logged actions, no agent) through the world
+model: the simulated against the logged return of each episode (mean, Spearman, Pearson) and per
+step, which separates the world model's fidelity from the agent's reading of simulated latents.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torch
 from adwm.atomic import atomic_write_json
 from adwm.config import load_config, to_object
 from adwm.data.datamodule import TrajectoryDataModule
+from adwm.evaluation.metrics import spearman
 from adwm.evaluation.readers import SoftTokenReader
 from adwm.evaluation.simulate import SimulateConfig, logged_starts, simulate
 from adwm.guidance.composed import GuidanceConfig
@@ -82,9 +87,56 @@ def main(overrides: list[str]) -> Path:
             "p_done": [round(s[1], 4) for s in steps],
             "share_reward": [round(s[2], 3) for s in steps],
         }
+    wm.heads.transition = transition
+    out["replay"] = replay(wm, dm, cfg.env.gamma, cfg.seed)
     path = Path(__file__).parent / "results" / "rollout_diagnosis.json"
     atomic_write_json(path, out)
     return path
+
+
+@torch.no_grad()
+def replay(wm, dm, gamma: float, seed: int, n: int = 64) -> dict:
+    """Held-out episodes with their logged actions, simulated open loop from the logged first observation."""
+    episodes: list[list[dict]] = []
+    for x in dm.val_items:  # items of an episode are consecutive and start at t = 0
+        if x["t"] == 0:
+            episodes.append([])
+        episodes[-1].append(x)
+    episodes = episodes[:n]
+    b, w, horizon = len(episodes), wm.hparams.window, max(len(e) for e in episodes)
+    gen = torch.Generator().manual_seed(seed)
+    vocab = wm.vocab_embeddings()
+    z = wm.encode([dm.observations[e[0]["history_obs"][-1]] for e in episodes])
+    z_task = wm.encode([dm.tasks[e[0]["task"]] for e in episodes])
+    z_hist = torch.zeros(b, w, *z.shape[1:])
+    z_hist[:, -1] = z
+    prev_a = torch.zeros(b, w, vocab.size(1))
+    mask = torch.zeros(b, w, dtype=torch.bool)
+    mask[:, -1] = True
+    sim, logged, alive = (np.zeros((b, horizon)) for _ in range(3))
+    for t in range(horizon):
+        for i, e in enumerate(episodes):
+            if t < len(e):
+                logged[i, t], alive[i, t] = e[t]["reward"], 1.0
+        a = vocab[torch.tensor([e[min(t, len(e) - 1)]["action"] for e in episodes])]
+        c = wm.history(z_hist, prev_a, mask, z_task)
+        z_next = wm.sample_next(c, a, gen)
+        sim[:, t] = wm.heads.transition(z_next, c, a)[0].numpy()
+        z_hist = torch.cat([z_hist[:, 1:], z_next[:, None]], dim=1)
+        prev_a = torch.cat([torch.zeros_like(prev_a[:, :1]), prev_a[:, 2:], a[:, None]], dim=1)
+        mask = torch.cat([mask[:, 1:], torch.ones(b, 1, dtype=torch.bool)], dim=1)
+    disc = gamma ** np.arange(horizon)
+    r_sim, r_log = (sim * alive * disc).sum(1), (logged * alive * disc).sum(1)
+    live = alive.sum(0) > 0
+    return {
+        "episodes": b,
+        "return_logged": float(r_log.mean()),
+        "return_simulated": float(r_sim.mean()),
+        "spearman": spearman(list(r_log), list(r_sim)),
+        "pearson": float(np.corrcoef(r_log, r_sim)[0, 1]),
+        "reward_per_step_logged": [round(float(v), 4) for v in (logged * alive).sum(0)[live] / alive.sum(0)[live]],
+        "reward_per_step_simulated": [round(float(v), 4) for v in (sim * alive).sum(0)[live] / alive.sum(0)[live]],
+    }
 
 
 if __name__ == "__main__":

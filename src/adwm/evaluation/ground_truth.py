@@ -28,7 +28,7 @@ from adwm.policies.loading import model_fingerprint
 
 @dataclass
 class GroundTruthConfig:
-    n_episodes: int = 200  # per policy; SE ~ 0.35/sqrt(n) on builtin, well below the gaps between eps levels
+    n_episodes: int = 150  # per policy; SE ~ 0.35/sqrt(n) on builtin, below the gaps between eps levels
     seed_offset: int = 3_000_000  # environment seeds offset+[0, n): disjoint from training and behaviour logs
     n_envs: int = 64  # environments in lock-step per batched model call
     out: str = "${run.root}/ground_truth/ground_truth.json"

@@ -22,7 +22,7 @@ from adwm.policies.llm import PolicyConfig
 
 @dataclass
 class SimulateConfig:
-    n_rollouts: int = 128  # per policy; start states drawn with replacement from the logged ones
+    n_rollouts: int = 96  # per policy; start states drawn with replacement from the logged ones
     horizon: int = 0  # simulated steps; 0 = env.max_steps
     batch_size: int = 256  # rollouts advanced together
     ci_resamples: int = 2000  # bootstrap resamples of the rollout returns

@@ -36,8 +36,8 @@ class ProjectorConfig:
     lr: float = 2e-3
     batch_size: int = 32  # logged states per step
     max_epochs: int = 2
-    max_minutes: float = 1.0  # per agent backbone (the main job trains three)
-    max_train_states: int = 3000  # distinct logged states sampled for training (0 = all)
+    max_minutes: float = 0.4  # per agent backbone (the main job trains three)
+    max_train_states: int = 2000  # distinct logged states sampled for training (0 = all)
 
 
 class Projector(nn.Module):
