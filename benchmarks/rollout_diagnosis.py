@@ -28,7 +28,7 @@ from adwm.config import load_config, to_object
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.evaluation.metrics import spearman
 from adwm.evaluation.readers import SoftTokenReader
-from adwm.evaluation.simulate import SimulateConfig, logged_starts, simulate
+from adwm.evaluation.simulate import SimulateConfig, Window, logged_starts, simulate
 from adwm.guidance.composed import GuidanceConfig
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.llm import LLMPolicy
@@ -103,28 +103,25 @@ def replay(wm, dm, gamma: float, seed: int, n: int = 64) -> dict:
             episodes.append([])
         episodes[-1].append(x)
     episodes = episodes[:n]
-    b, w, horizon = len(episodes), wm.hparams.window, max(len(e) for e in episodes)
+    b, horizon = len(episodes), max(len(e) for e in episodes)
     gen = torch.Generator().manual_seed(seed)
     vocab = wm.vocab_embeddings()
-    z = wm.encode([dm.observations[e[0]["history_obs"][-1]] for e in episodes])
-    z_task = wm.encode([dm.tasks[e[0]["task"]] for e in episodes])
-    z_hist = torch.zeros(b, w, *z.shape[1:])
-    z_hist[:, -1] = z
-    prev_a = torch.zeros(b, w, vocab.size(1))
-    mask = torch.zeros(b, w, dtype=torch.bool)
-    mask[:, -1] = True
+    window = Window.start(
+        wm.encode([dm.observations[e[0]["history_obs"][-1]] for e in episodes]),
+        wm.encode([dm.tasks[e[0]["task"]] for e in episodes]),
+        wm.hparams.window,
+        vocab.size(1),
+    )
     sim, logged, alive = (np.zeros((b, horizon)) for _ in range(3))
     for t in range(horizon):
         for i, e in enumerate(episodes):
             if t < len(e):
                 logged[i, t], alive[i, t] = e[t]["reward"], 1.0
         a = vocab[torch.tensor([e[min(t, len(e) - 1)]["action"] for e in episodes])]
-        c = wm.history(z_hist, prev_a, mask, z_task)
+        c = window.context(wm)
         z_next = wm.sample_next(c, a, gen)
         sim[:, t] = wm.heads.transition(z_next, c, a)[0].numpy()
-        z_hist = torch.cat([z_hist[:, 1:], z_next[:, None]], dim=1)
-        prev_a = torch.cat([torch.zeros_like(prev_a[:, :1]), prev_a[:, 2:], a[:, None]], dim=1)
-        mask = torch.cat([mask[:, 1:], torch.ones(b, 1, dtype=torch.bool)], dim=1)
+        window = window.shifted(z_next, a)
     disc = gamma ** np.arange(horizon)
     r_sim, r_log = (sim * alive * disc).sum(1), (logged * alive * disc).sum(1)
     live = alive.sum(0) > 0

@@ -37,6 +37,39 @@ class Start:
     admissible: list[int]  # logged-action ids
 
 
+@dataclass
+class Window:
+    """The simulated history h_t as the world model reads it: the last W latents (left-padded), the
+    action before each, which positions are real, and the task latent."""
+
+    z: torch.Tensor  # (B, W, L, d)
+    prev_a: torch.Tensor  # (B, W, d_a): a_{k-1} of window position k (position 0: none)
+    mask: torch.Tensor  # (B, W) bool
+    task: torch.Tensor  # (B, L, d)
+
+    @classmethod
+    def start(cls, z: torch.Tensor, task: torch.Tensor, window: int, d_action: int) -> Window:
+        """A window holding only the first observation's latent z (B, L, d)."""
+        b = z.size(0)
+        hist = torch.zeros(b, window, *z.shape[1:])
+        hist[:, -1] = z
+        mask = torch.zeros(b, window, dtype=torch.bool)
+        mask[:, -1] = True
+        return cls(hist, torch.zeros(b, window, d_action), mask, task)
+
+    def context(self, wm) -> torch.Tensor:
+        return wm.history(self.z, self.prev_a, self.mask, self.task)  # (B, d_c)
+
+    def shifted(self, z_next: torch.Tensor, a: torch.Tensor) -> Window:
+        """The window after action a (B, d_a) led to z_next (B, L, d)."""
+        return Window(
+            torch.cat([self.z[:, 1:], z_next[:, None]], dim=1),
+            torch.cat([torch.zeros_like(self.prev_a[:, :1]), self.prev_a[:, 2:], a[:, None]], dim=1),
+            torch.cat([self.mask[:, 1:], torch.ones_like(self.mask[:, :1])], dim=1),
+            self.task,
+        )
+
+
 def logged_starts(dm) -> list[Start]:
     """First steps of every logged episode (train and validation) that have an admissible list."""
     out = []
@@ -84,24 +117,20 @@ def simulate(
 
 
 def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, continuation, snap) -> np.ndarray:
-    b, w = len(starts), wm.hparams.window
+    b = len(starts)
     tasks = [s.task for s in starts]
     z = wm.encode([s.observation for s in starts])  # (B, L, d)
-    z_task = wm.encode(tasks)  # (B, L, d): the task stays in the history for the whole rollout
     vocab = wm.vocab_embeddings()
     cand = torch.zeros(b, len(wm.actions), dtype=torch.bool)
     for i, s in enumerate(starts):
         cand[i, s.admissible] = True
-    z_hist = torch.zeros(b, w, *z.shape[1:])
-    z_hist[:, -1] = z
-    prev_a = torch.zeros(b, w, vocab.size(1))  # a_{k-1} of window position k (position 0: none)
-    mask = torch.zeros(b, w, dtype=torch.bool)
-    mask[:, -1] = True
+    # the task stays in the history for the whole rollout
+    window = Window.start(z, wm.encode(tasks), wm.hparams.window, vocab.size(1))
     alive = torch.ones(b, dtype=torch.bool)
     ret = torch.zeros(b, dtype=torch.float64)
     guided = {int(t) for t in wm.sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
     for t in range(horizon):
-        c = wm.history(z_hist, prev_a, mask, z_task)  # (B, d_c)
+        c = window.context(wm)  # (B, d_c)
         # (1) the agent picks a_t among the candidates while reading z_t
         live = torch.nonzero(alive).flatten().tolist()  # finished rollouts are not scored
         ids = [torch.nonzero(cand[i]).flatten() for i in live]
@@ -119,11 +148,8 @@ def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, co
         log_c = None
         if continuation is not None and guided:
 
-            def context_after(z0, z_hist=z_hist, prev_a=prev_a, mask=mask, a=a):
-                zh = torch.cat([z_hist[:, 1:], z0[:, None]], dim=1)
-                pa = torch.cat([torch.zeros_like(prev_a[:, :1]), prev_a[:, 2:], a[:, None]], dim=1)
-                mk = torch.cat([mask[:, 1:], torch.ones_like(mask[:, :1])], dim=1)
-                return wm.history(zh, pa, mk, z_task)
+            def context_after(z0, window=window, a=a):
+                return window.shifted(z0, a).context(wm)
 
             log_c = continuation.log_c(context_after, c, a, cand, tasks, policy, live)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
@@ -141,8 +167,6 @@ def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, co
             break
         # (4) next candidate sets and the shifted history window
         cand = wm.propose_next(z_next, c, a, cand)
-        z_hist = torch.cat([z_hist[:, 1:], z_next[:, None]], dim=1)
-        prev_a = torch.cat([torch.zeros_like(prev_a[:, :1]), prev_a[:, 2:], a[:, None]], dim=1)
-        mask = torch.cat([mask[:, 1:], torch.ones(b, 1, dtype=torch.bool)], dim=1)
+        window = window.shifted(z_next, a)
         z = z_next
     return ret.numpy()

@@ -192,9 +192,7 @@ class WorldModelModule(L.LightningModule):
         """Set the head's logit threshold so that it proposes as many actions in total as were admissible
         on these logged states (an eps-greedy agent's random branch needs sets of the right size)."""
         logits = self.heads.proposal_logits(self.encode(texts), self.vocab_embeddings()).flatten()
-        k = min(sum(len(a) for a in admissible), logits.numel() - 1)
-        top = logits.topk(k + 1).values  # the cut lies halfway between the k-th and the (k+1)-th logit
-        self.proposal_threshold.fill_(float(top[-2:].mean()) if k > 0 else float(top[0]))
+        self.proposal_threshold.fill_(_cut_for_size(logits, sum(len(a) for a in admissible)))
         return float(self.proposal_threshold)
 
     @torch.no_grad()
@@ -204,12 +202,12 @@ class WorldModelModule(L.LightningModule):
         plain cut 0 it proposed 0.64 of the true set size (recall 0.58), rollouts lost the actions
         that make progress, and a uniform policy's simulated value fell to 0.06 against 0.16 live."""
         logits, sizes = [], 0
+        vocab = self.vocab_embeddings()
         for batch in batches:
             both = batch["has_admissible"] & batch["has_next_admissible"]
             if not both.any():
                 continue
             z = self.encode(batch["texts"])
-            vocab = self.vocab_embeddings()
             c = self.context(z, batch["history_obs"], batch["history_actions"], vocab, batch["task"])
             a = vocab[batch["history_actions"][:, -1]]
             nxt = self.heads.next_proposal_logits(z[batch["next_obs"]], c, a, batch["admissible"], vocab)
@@ -217,10 +215,7 @@ class WorldModelModule(L.LightningModule):
             sizes += int(batch["next_admissible"][both].sum())
         if not logits:
             return float(self.next_proposal_threshold)
-        flat = torch.cat(logits)
-        k = min(sizes, flat.numel() - 1)
-        top = flat.topk(k + 1).values
-        self.next_proposal_threshold.fill_(float(top[-2:].mean()) if k > 0 else float(top[0]))
+        self.next_proposal_threshold.fill_(_cut_for_size(torch.cat(logits), sizes))
         return float(self.next_proposal_threshold)
 
     @torch.no_grad()
@@ -317,8 +312,9 @@ class WorldModelModule(L.LightningModule):
         loss_d = F.binary_cross_entropy_with_logits(done_logit, batch["done"].repeat(k))
         post = self.heads.action_posterior(z_next, c, vocab)  # (B, V)
         loss_post = F.cross_entropy(post, a_id)
-        behaviour = self.heads.behaviour_logits(torch.cat([c, c_sim]), vocab)  # (2B, V)
-        loss_beh = F.cross_entropy(behaviour, a_id.repeat(2))
+        contexts = [c_sim] if frozen else [c, c_sim]  # one context once the encoder is frozen
+        behaviour = self.heads.behaviour_logits(torch.cat(contexts), vocab)  # (kB, V)
+        loss_beh = F.cross_entropy(behaviour, a_id.repeat(len(contexts)))
         has = batch["has_admissible"]
         o_t = hist[:, -1]
         prop = self.heads.proposal_logits(z[o_t], vocab)  # (B, V) for o_t
@@ -456,6 +452,14 @@ class WorldModelModule(L.LightningModule):
             if not n.startswith("target_encoder.") and (trainable or not n.startswith("encoder."))
         ]
         return torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+
+
+def _cut_for_size(logits: torch.Tensor, size: int) -> float:
+    """A logit threshold above which `size` of the flat `logits` lie: halfway between the size-th
+    and the (size+1)-th largest."""
+    k = min(size, logits.numel() - 1)
+    top = logits.topk(k + 1).values
+    return float(top[-2:].mean()) if k > 0 else float(top[0])
 
 
 def _near_view(
