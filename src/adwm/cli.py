@@ -56,6 +56,14 @@ COMMANDS = {
         "policy-guided sampler (`guidance.omega`, `guidance.eta`). Writes J_hat and a bootstrap CI per "
         "policy to `evaluate.out`, and Spearman, Kendall, regret@1 and nRMSE when the ground truth exists.",
     ),
+    "ope": (
+        "Estimate every policy of the family with the classic off-policy baselines.",
+        "IS, PDIS, WIS, WPDIS (importance weights against the logged behaviour log-probs), DM (a regression "
+        "of the logged return-to-go), FQE, DR and WDR (with the FQE action values) on `ope.log`, for the eps "
+        "family around `policy` plus `family.off_path` (`ope.estimators`, clipped variants via `ope.clip`). "
+        "Writes each estimate with its effective sample size, flag and bootstrap CI to `ope.out`, and the "
+        "family metrics per estimator when the ground truth exists.",
+    ),
     "quickstart": (
         "The main job end to end on the configured environment.",
         "Trains the agents of `agent.variants`, collects behaviour logs, measures ground truth for the "
@@ -117,6 +125,10 @@ def _run(command: str, overrides: list[str]) -> None:
         from adwm.evaluate import evaluate
 
         print(evaluate(cfg))
+    elif command == "ope":
+        from adwm.ope.runner import run_baselines
+
+        print(run_baselines(cfg))
     elif command == "quickstart":
         from adwm.quickstart import quickstart
 

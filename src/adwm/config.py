@@ -35,6 +35,7 @@ from adwm.fit import FitConfig
 from adwm.guidance.composed import GuidanceConfig
 from adwm.models.projector import ProjectorConfig
 from adwm.models.world_model import WorldModelConfig
+from adwm.ope.runner import OPEConfig
 from adwm.policies.llm import PolicyConfig
 from adwm.policies.train_agent import AgentConfig
 from adwm.project import ProjectConfig
@@ -72,6 +73,7 @@ class AppConfig:
     guidance: GuidanceConfig = field(default_factory=GuidanceConfig)  # omega, eta of the guided sampler
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)  # simulated rollouts, tail value
     ablation: AblationConfig = field(default_factory=AblationConfig)  # defaults = the full method
+    ope: OPEConfig = field(default_factory=OPEConfig)  # the classic baselines (IS family, DM, DR, FQE)
     family: FamilyConfig = field(default_factory=FamilyConfig)
     ground_truth: GroundTruthConfig = field(default_factory=GroundTruthConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

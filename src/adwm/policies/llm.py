@@ -44,6 +44,15 @@ class PolicyConfig:
     batch_states: int = 64  # states per forward pass; bounds memory
 
 
+def scores_to_log_probs(scores: np.ndarray, temperature: float) -> np.ndarray:
+    """The score-mode sampling rule: log softmax(scores / T); uniform over the argmax set at T = 0."""
+    if temperature == 0:
+        best = scores == scores.max()
+        return np.where(best, -np.log(best.sum()), -np.inf)
+    z = scores / temperature
+    return z - np.logaddexp.reduce(z)
+
+
 class LLMPolicy(Policy):
     def __init__(self, cfg: PolicyConfig, where: str = "policy") -> None:
         if cfg.mode not in ("score", "generate"):
@@ -90,11 +99,7 @@ class LLMPolicy(Policy):
         return [self._softmax(sc) for sc in self.action_scores(states)]
 
     def _softmax(self, scores: np.ndarray) -> np.ndarray:
-        if self.cfg.temperature == 0:
-            best = scores == scores.max()
-            return np.where(best, -np.log(best.sum()), -np.inf)
-        z = scores / self.cfg.temperature
-        return z - np.logaddexp.reduce(z)
+        return scores_to_log_probs(scores, self.cfg.temperature)
 
     # -- generate mode -----------------------------------------------------------
     def _generates(self, state: AgentState) -> bool:

@@ -1,0 +1,159 @@
+"""`adwm ope`: every classic baseline for every policy of the family, from the behaviour log.
+
+Per policy: the evaluated policy's exact distributions on the logged states,
+the importance weights against the logged (privileged) behaviour log-probs,
+the direct-method regression and FQE on (state, action) features, then each
+estimator's value, effective sample size, flag and bootstrap CI (resampling
+unit: the logged episode). Results are written atomically after each policy;
+a rerun with the same settings skips the policies already estimated.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from adwm.atomic import atomic_write_json
+from adwm.data.schema import read_episodes
+from adwm.evaluation.family import family_policies
+from adwm.evaluation.metrics import family_metrics
+from adwm.ope import build_estimators
+from adwm.ope.features import FEATURES, StepFeatures, default_text_model, sentence_embeddings, world_model_embeddings
+from adwm.ope.linear_q import QDataset, Ridge, fit_fqe, fit_return_regression
+from adwm.ope.logged import ScoreCache, logged_actions, logged_states, ope_data, policy_distributions, require_candidates
+from adwm.policies.loading import model_fingerprint
+
+MODEL_BASED = {"dm", "fqe", "dr", "wdr"}
+
+
+@dataclass
+class OPEConfig:
+    estimators: list[str] = field(default_factory=lambda: ["is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"])
+    clip: list[float] = field(default_factory=list)  # adds `<name>_clip<c>` of each weighted estimator per cap c
+    features: str = "world_model"  # world_model: the fitted world model's frozen encoder; text: `text_model`
+    text_model: str = ""  # features=text: a Hugging Face encoder folder; "" = the packaged all-MiniLM-L6-v2
+    ridge: float = 1.0  # L2 penalty of the linear Q models (DM, FQE)
+    fqe_iterations: int = 0  # 0: until converged (at most the longest episode + 50 backups)
+    max_episodes: int = 0  # 0: every logged episode; else the first N (bounds scoring time on long logs)
+    ci_resamples: int = 2000  # bootstrap resamples per estimate (unit: logged episode)
+    ci_level: float = 0.95
+    log: str = "${data.log}"
+    world_model: str = "${evaluate.world_model}"  # features=world_model
+    out: str = "${run.root}/ope/estimates.json"
+
+
+def _validate(cfg: OPEConfig) -> None:
+    if cfg.features not in FEATURES:
+        raise ValueError(f"ope.features: unknown feature source '{cfg.features}'; choose from {list(FEATURES)}")
+    if not 0 < cfg.ci_level < 1:
+        raise ValueError(f"ope.ci_level: expected a value in (0, 1), got {cfg.ci_level}")
+    if cfg.ci_resamples < 1 or cfg.max_episodes < 0:
+        raise ValueError("ope.ci_resamples must be >= 1 and ope.max_episodes >= 0")
+    build_estimators(cfg.estimators, cfg.clip)
+
+
+def _embedder(cfg: OPEConfig):
+    if cfg.features == "text":
+        model = cfg.text_model or default_text_model()
+        return lambda texts: sentence_embeddings(texts, model)
+    from adwm.models.world_model import WorldModelModule
+
+    path = Path(cfg.world_model)
+    if not path.is_file():
+        raise FileNotFoundError(f"ope.world_model: no world model checkpoint at '{path}' (features=world_model)")
+    wm = WorldModelModule.load_from_checkpoint(path, map_location="cpu").eval()
+    return lambda texts: world_model_embeddings(texts, wm)
+
+
+def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
+    """Estimate every policy of the family with every configured baseline; returns the results JSON path."""
+    ocfg: OPEConfig = OmegaConf.to_object(cfg.ope)
+    _validate(ocfg)
+    estimators = build_estimators(ocfg.estimators, ocfg.clip)
+    family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
+    log = Path(ocfg.log)
+    out = Path(ocfg.out)
+    results: dict = json.loads(out.read_text()) if out.is_file() else {}
+    done = results.setdefault("estimates", {})
+    common = {
+        "log": str(log),
+        "log_mtime": log.stat().st_mtime_ns if log.is_file() else None,
+        "ope": asdict(ocfg),
+        "gamma": cfg.env.gamma,
+        "seed": cfg.seed,
+    }
+    if ocfg.features == "world_model" and Path(ocfg.world_model).is_file():
+        common["world_model_mtime"] = Path(ocfg.world_model).stat().st_mtime_ns
+    ctx = None
+    for k, pcfg in enumerate(family):
+        settings = {**common, "policy": asdict(pcfg), "weights": model_fingerprint(pcfg.model)}
+        if done.get(pcfg.name, {}).get("settings") == settings:
+            continue
+        ctx = ctx or _Context(ocfg, log, cfg.env.gamma, cfg.env.max_steps, out.parent, any(
+            e.name.split("_clip")[0] in MODEL_BASED for e in estimators
+        ))
+        start = time.time()
+        done[pcfg.name] = {**ctx.estimate(pcfg, estimators, cfg.seed), "settings": settings}
+        done[pcfg.name]["seconds"] = round(time.time() - start, 1)
+        atomic_write_json(out, results)
+        if progress:
+            vals = "  ".join(f"{n}={v['J_hat']:.3f}" for n, v in done[pcfg.name]["estimators"].items())
+            print(f"ope [{k + 1}/{len(family)}] {pcfg.name}: {vals}", file=sys.stderr)
+    names = [p.name for p in family]
+    results["estimates"] = {n: done[n] for n in names}
+    results["resampling_unit"] = "episode"
+    truth_path = Path(cfg.ground_truth.out)
+    if truth_path.is_file():
+        truth = json.loads(truth_path.read_text())
+        if all(n in truth for n in names):
+            j = [truth[n]["J"] for n in names]
+            results["metrics"] = {
+                e.name: family_metrics(j, [done[n]["estimators"][e.name]["J_hat"] for n in names]) for e in estimators
+            }
+    atomic_write_json(out, results)
+    return out
+
+
+class _Context:
+    """What every policy shares: the log, its states, features, the DM regression and the score cache."""
+
+    def __init__(self, cfg: OPEConfig, log: Path, gamma: float, horizon: int, folder: Path, models: bool) -> None:
+        episodes = read_episodes(log, privileged=True)
+        if cfg.max_episodes:
+            episodes = episodes[: cfg.max_episodes]
+        self.cfg, self.gamma, self.episodes = cfg, gamma, episodes
+        self.states = logged_states(episodes)
+        require_candidates(self.states, str(log))
+        self.actions = logged_actions(episodes)
+        st = log.stat()
+        self.scores = ScoreCache(folder / "scores", f"{log.resolve()}:{st.st_size}:{st.st_mtime_ns}:{len(episodes)}")
+        self.features = self.ds = self.ridge = None
+        if models:
+            self.features = StepFeatures(self.states, self.actions, horizon, _embedder(cfg))
+            ep = np.repeat(np.arange(len(episodes)), [len(e.steps) for e in episodes])
+            t = np.concatenate([np.arange(len(e.steps)) for e in episodes])
+            last = np.append(ep[1:] != ep[:-1], True)
+            rewards = np.array([s.reward for e in episodes for s in e.steps])
+            self.ds = QDataset(self.features.logged(self.actions), rewards, ep, t, last)
+            self.ridge = Ridge(self.ds.phi, cfg.ridge)
+
+    def estimate(self, pcfg, estimators, seed: int) -> dict:
+        dists = policy_distributions(pcfg, self.states, self.scores)
+        data = ope_data(self.episodes, self.states, dists, self.gamma)
+        info = {}
+        if self.ds is not None:
+            phi_pi = self.features.expected(dists)
+            data.q["dm"] = fit_return_regression(self.ds, phi_pi, self.gamma, self.ridge)
+            data.q["fqe"], info = fit_fqe(self.ds, phi_pi, self.gamma, self.ridge, self.cfg.fqe_iterations)
+        out = {}
+        for e in estimators:
+            d = e.diagnose(data)
+            ci = e.interval(data, 1 - self.cfg.ci_level, self.cfg.ci_resamples, seed)
+            out[e.name] = {"J_hat": d.value, "ci": [ci["low"], ci["high"]], "ess": d.ess, "flag": d.flag}
+        return {"estimators": out, "n_episodes": data.n, "fqe": info}
