@@ -45,7 +45,9 @@ def random_mdp(seed: int, n_states: int = 3, n_actions: int = 2, horizon: int = 
     rng = np.random.default_rng(seed)
     p = rng.dirichlet(np.ones(n_states), size=(n_states, n_actions)) * 0.8
     p = np.concatenate([p, np.full((n_states, n_actions, 1), 0.2)], axis=2)  # 20% chance to terminate per step
-    return TabularMDP(p, rng.uniform(-0.5, 1.0, (n_states, n_actions)), rng.dirichlet(np.ones(n_states)), horizon, gamma)
+    return TabularMDP(
+        p, rng.uniform(-0.5, 1.0, (n_states, n_actions)), rng.dirichlet(np.ones(n_states)), horizon, gamma
+    )
 
 
 @dataclass

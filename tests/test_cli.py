@@ -48,11 +48,15 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
     out = capsys.readouterr().out.strip().splitlines()
     summary = json.loads(open(out[-1]).read())
     assert summary["env"] == "builtin"
-    assert set(summary["metrics"]["adwm"]) == {"spearman", "kendall", "regret_at_1", "nrmse"}
+    estimators = ["adwm", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
+    assert list(summary["metrics"]) == estimators
+    for est in estimators:
+        assert set(summary["metrics"][est]) == {"spearman", "kendall", "regret_at_1", "nrmse"}
     names = [p["name"] for p in summary["policies"]]
     assert names == ["iter3_eps0", "iter3_eps0.25", "iter3_eps0.5", "iter3_eps0.75", "iter3_eps1", "iter1", "iter2"]
     for p in summary["policies"]:
-        assert set(p) >= {"name", "J_true", "J_true_se", "estimates"} and math.isfinite(p["estimates"]["adwm"])
+        assert set(p) >= {"name", "J_true", "J_true_se", "estimates"} and list(p["estimates"]) == estimators
+        assert math.isfinite(p["estimates"]["adwm"]) and math.isfinite(p["estimates"]["fqe"])
     assert (tmp_path / "fit" / "checkpoints" / "last.ckpt").is_file()
     assert len(list((tmp_path / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
     assert (tmp_path / "agents" / "iter2" / "model.safetensors").is_file()

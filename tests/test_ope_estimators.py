@@ -170,9 +170,7 @@ def test_huge_log_ratios_never_overflow():
 
 @pytest.mark.filterwarnings("error")
 def test_undefined_estimates_are_nan_with_a_flag():
-    data = OPEData(
-        rewards=np.ones((3, 2)), mask=np.ones((3, 2), bool), log_ratio=np.full((3, 2), -np.inf), gamma=1.0
-    )
+    data = OPEData(rewards=np.ones((3, 2)), mask=np.ones((3, 2), bool), log_ratio=np.full((3, 2), -np.inf), gamma=1.0)
     for name in ("is", "wis", "pdis", "wpdis"):
         e = ESTIMATORS[name](None).diagnose(data)
         assert np.isnan(e.value) and e.flag == "no_support"

@@ -1,4 +1,5 @@
-"""The main job: agents -> behaviour logs -> ground truth -> world model -> projectors -> J_hat -> summary.
+"""The main job: agents -> behaviour logs -> ground truth -> world model -> projectors -> J_hat -> baselines
+-> summary.
 
 Each stage skips what an earlier run already finished (trained agents, logged
 episodes, measured policies), so an interrupted quickstart resumes.
@@ -20,6 +21,7 @@ from adwm.evaluate import evaluate
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth
 from adwm.fit import fit, is_fitted
+from adwm.ope.runner import run_baselines
 from adwm.policies.train_agent import is_trained, train_agent, training_signature
 
 
@@ -39,7 +41,7 @@ def train_agents(cfg: DictConfig, names: list[str]) -> dict[str, Path]:
 
 def format_table(rows: list[dict]) -> str:
     """Plain-text table of true values (and estimates, when present)."""
-    est_names = sorted({k for r in rows for k in r["estimates"]})
+    est_names = list(dict.fromkeys(k for r in rows for k in r["estimates"]))  # adwm first, then the baselines
     head = f"{'policy':<16} {'J_true':>8} {'SE':>7}" + "".join(f" {n:>10}" for n in est_names)
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -90,8 +92,15 @@ def quickstart(cfg: DictConfig) -> Path:
     estimates = json.loads(evaluate(cfg).read_text())
     timings["project_and_evaluate"] = round(time.time() - t, 1)
 
-    rows = [
-        {
+    baselines: dict = {"estimates": {}, "metrics": {}}
+    if cfg.ope.estimators:
+        t = time.time()
+        baselines = json.loads(run_baselines(cfg).read_text())
+        timings["baselines"] = round(time.time() - t, 1)
+
+    rows = []
+    for name, r in truth.items():
+        row = {
             "name": name,
             "J_true": r["J"],
             "J_true_se": r["se"],
@@ -99,8 +108,10 @@ def quickstart(cfg: DictConfig) -> Path:
             "estimates": {"adwm": estimates["estimates"][name]["J_hat"]},
             "ci": {"adwm": estimates["estimates"][name]["ci"]},
         }
-        for name, r in truth.items()
-    ]
+        for est, e in baselines["estimates"].get(name, {}).get("estimators", {}).items():
+            row["estimates"][est], row["ci"][est] = e["J_hat"], e["ci"]
+            row.setdefault("flags", {})[est] = e["flag"]
+        rows.append(row)
     summary = {
         "env": cfg.env.name,
         "experiment": cfg.experiment,
@@ -108,13 +119,13 @@ def quickstart(cfg: DictConfig) -> Path:
         "gamma": cfg.env.gamma,
         "behaviour_log": str(log),
         "policies": rows,
-        "metrics": {"adwm": estimates.get("metrics", {})},
+        "metrics": {"adwm": estimates.get("metrics", {}), **baselines.get("metrics", {})},
         "timings_s": timings,
     }
     out = Path(cfg.run.dir) / "summary.json"
     atomic_write_json(out, summary)
     print(format_table(rows))
-    m = summary["metrics"]["adwm"]
-    if m:
-        print("adwm: " + "  ".join(f"{k}={v:.3f}" for k, v in m.items()))
+    for est, m in summary["metrics"].items():
+        if m:
+            print(f"{est:>6}: " + "  ".join(f"{k}={v:.3f}" for k, v in m.items()))
     return out

@@ -45,7 +45,11 @@ class OPEData:
         self.rewards = np.asarray(self.rewards, dtype=np.float64)
         self.mask = np.asarray(self.mask, dtype=bool)
         self.log_ratio = np.asarray(self.log_ratio, dtype=np.float64)
-        if self.rewards.ndim != 2 or self.rewards.shape != self.mask.shape or self.rewards.shape != self.log_ratio.shape:
+        if (
+            self.rewards.ndim != 2
+            or self.rewards.shape != self.mask.shape
+            or self.rewards.shape != self.log_ratio.shape
+        ):
             raise ValueError(
                 f"OPEData: rewards, mask and log_ratio must share one (episodes, steps) shape; got "
                 f"{self.rewards.shape}, {self.mask.shape}, {self.log_ratio.shape}"

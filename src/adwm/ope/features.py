@@ -63,7 +63,9 @@ class StepFeatures:
     def __init__(self, states: Sequence[AgentState], actions: Sequence[str], horizon: int, embed) -> None:
         texts = list(
             dict.fromkeys(
-                [s.observation for s in states] + [s.task for s in states] + list(actions)
+                [s.observation for s in states]
+                + [s.task for s in states]
+                + list(actions)
                 + [a for s in states for a in (s.admissible or [])]
             )
         )

@@ -90,9 +90,9 @@ def fit_fqe(
     nxt = np.flatnonzero(has_next) + 1  # the successor row of every step that has one
     theta = np.zeros(ds.phi.shape[1])
     q = np.zeros(len(ds.reward))
-    change = float("inf")
-    k = 0
-    for k in range(1, n_iter + 1):
+    change, done = float("inf"), 0
+    while done < n_iter:
+        done += 1
         y = ds.reward.copy()
         y[has_next] += gamma * (phi_pi[nxt] @ theta)
         theta = ridge.fit(y)
@@ -101,4 +101,4 @@ def fit_fqe(
         q = q_new
         if change < tol:
             break
-    return q_values(ds, theta, phi_pi), {"iterations": k, "last_change": change}
+    return q_values(ds, theta, phi_pi), {"iterations": done, "last_change": change}

@@ -83,9 +83,7 @@ class ScoreCache:
         else:
             base = dataclasses.replace(pcfg, eps=0.0, temperature=1.0)
             # logs revisit states: score each distinct (prompt, candidates) once
-            keys = [
-                (render_prompt(pcfg.prompt_template, s, pcfg.history_turns), tuple(s.admissible)) for s in states
-            ]
+            keys = [(render_prompt(pcfg.prompt_template, s, pcfg.history_turns), tuple(s.admissible)) for s in states]
             first = {k: i for i, k in reversed(list(enumerate(keys)))}
             unique = list(first)
             scored = LLMPolicy(base, f"policy '{pcfg.name}'").action_scores([states[first[k]] for k in unique])
@@ -115,11 +113,22 @@ def logged_actions(episodes: Sequence[Episode]) -> list[str]:
     return [s.action for ep in episodes for s in ep.steps]
 
 
+def same_policy(a: PolicyConfig, b: PolicyConfig) -> bool:
+    """Whether two configs sample by the same rule from the same weights (names aside)."""
+    strip = lambda p: {k: v for k, v in dataclasses.asdict(p).items() if k != "name"}  # noqa: E731
+    return strip(a) == strip(b) and model_fingerprint(a.model) == model_fingerprint(b.model)
+
+
 def ope_data(
-    episodes: Sequence[Episode], states: Sequence[AgentState], dists: Sequence[np.ndarray], gamma: float
+    episodes: Sequence[Episode],
+    states: Sequence[AgentState],
+    dists: Sequence[np.ndarray],
+    gamma: float,
+    identical: set[str] = frozenset(),
 ) -> OPEData:
     """Padded arrays (absorbing padding) with log pi_e - log pi_b of each logged action; NaN where the log
-    has no behaviour log-probability."""
+    has no behaviour log-probability. Episodes logged by a policy named in `identical` (the evaluated
+    policy itself under another name) get ratio exactly 1, not 1 up to the float noise of batched scoring."""
     n, t_max = len(episodes), max(len(ep.steps) for ep in episodes)
     rewards, log_ratio = np.zeros((n, t_max)), np.zeros((n, t_max))
     mask = np.zeros((n, t_max), dtype=bool)
@@ -130,6 +139,9 @@ def ope_data(
             lp_e = float(dists[k][cands.index(step.action)]) if step.action in cands else float("-inf")
             lp_b = step.behavior_logprob
             rewards[i, t], mask[i, t] = step.reward, True
-            log_ratio[i, t] = np.nan if lp_b is None else lp_e - lp_b
+            if ep.policy in identical:
+                log_ratio[i, t] = 0.0
+            else:
+                log_ratio[i, t] = np.nan if lp_b is None else lp_e - lp_b
             k += 1
     return OPEData(rewards=rewards, mask=mask, log_ratio=log_ratio, gamma=gamma)

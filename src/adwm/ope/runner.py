@@ -26,10 +26,16 @@ from adwm.evaluation.metrics import family_metrics
 from adwm.ope import build_estimators
 from adwm.ope.features import FEATURES, StepFeatures, default_text_model, sentence_embeddings, world_model_embeddings
 from adwm.ope.linear_q import QDataset, Ridge, fit_fqe, fit_return_regression
-from adwm.ope.logged import ScoreCache, logged_actions, logged_states, ope_data, policy_distributions, require_candidates
+from adwm.ope.logged import (
+    ScoreCache,
+    logged_actions,
+    logged_states,
+    ope_data,
+    policy_distributions,
+    require_candidates,
+    same_policy,
+)
 from adwm.policies.loading import model_fingerprint
-
-MODEL_BASED = {"dm", "fqe", "dr", "wdr"}
 
 
 @dataclass
@@ -77,6 +83,7 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
     _validate(ocfg)
     estimators = build_estimators(ocfg.estimators, ocfg.clip)
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
+    behaviour = OmegaConf.to_object(cfg.collect).behaviour
     log = Path(ocfg.log)
     out = Path(ocfg.out)
     results: dict = json.loads(out.read_text()) if out.is_file() else {}
@@ -95,11 +102,12 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
         settings = {**common, "policy": asdict(pcfg), "weights": model_fingerprint(pcfg.model)}
         if done.get(pcfg.name, {}).get("settings") == settings:
             continue
-        ctx = ctx or _Context(ocfg, log, cfg.env.gamma, cfg.env.max_steps, out.parent, any(
-            e.name.split("_clip")[0] in MODEL_BASED for e in estimators
-        ))
+        if ctx is None:
+            models = any(e.requires() is not None for e in estimators)
+            ctx = _Context(ocfg, log, cfg.env.gamma, cfg.env.max_steps, out.parent, models)
         start = time.time()
-        done[pcfg.name] = {**ctx.estimate(pcfg, estimators, cfg.seed), "settings": settings}
+        identical = {b.policy.name for b in behaviour if same_policy(b.policy, pcfg)}
+        done[pcfg.name] = {**ctx.estimate(pcfg, estimators, cfg.seed, identical), "settings": settings}
         done[pcfg.name]["seconds"] = round(time.time() - start, 1)
         atomic_write_json(out, results)
         if progress:
@@ -143,9 +151,9 @@ class _Context:
             self.ds = QDataset(self.features.logged(self.actions), rewards, ep, t, last)
             self.ridge = Ridge(self.ds.phi, cfg.ridge)
 
-    def estimate(self, pcfg, estimators, seed: int) -> dict:
+    def estimate(self, pcfg, estimators, seed: int, identical: set[str]) -> dict:
         dists = policy_distributions(pcfg, self.states, self.scores)
-        data = ope_data(self.episodes, self.states, dists, self.gamma)
+        data = ope_data(self.episodes, self.states, dists, self.gamma, identical)
         info = {}
         if self.ds is not None:
             phi_pi = self.features.expected(dists)
