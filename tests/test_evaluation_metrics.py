@@ -7,7 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from adwm.evaluation.metrics import family_metrics, kendall, nrmse, regret_at_1, spearman
+from adwm.evaluation.metrics import (
+    family_metrics,
+    kendall,
+    mean_ci,
+    nrmse,
+    regret_at_1,
+    regret_at_k,
+    relative_error,
+    spearman,
+)
 
 
 def test_reference_values():
@@ -29,3 +38,21 @@ def test_ties_use_average_ranks():
 def test_constant_or_nan_estimator_is_a_failure_not_zero(est):
     out = family_metrics([0.1, 0.2, 0.3], est)
     assert all(math.isnan(v) for v in out.values())
+
+
+def test_regret_at_k_and_relative_error():
+    true, est = [0.1, 0.5, 0.3, 0.2], [0.9, 0.1, 0.8, 0.7]  # the estimator ranks the best policy last
+    assert regret_at_k(true, est, 1) == pytest.approx((0.5 - 0.1) / 0.4)
+    assert regret_at_k(true, est, 2) == pytest.approx((0.5 - 0.3) / 0.4)
+    assert regret_at_k(true, est, 4) == 0.0
+    assert regret_at_k(true, est, 1) == regret_at_1(true, est)
+    assert regret_at_k([0.1, 0.5, 0.3], [0.9, 0.2, 0.2], 2) == 0.0  # ties with the 2nd estimate count as picked
+    assert relative_error([0.5, 0.25, 0.0], [0.25, 0.5, 0.3]) == pytest.approx((0.5 + 1.0) / 2)  # J = 0 skipped
+
+
+def test_mean_ci_over_seeds_counts_failures():
+    out = mean_ci([0.8, 0.6, float("nan"), 0.7], n_boot=500, seed=0)
+    assert out["mean"] == pytest.approx(0.7) and out["failures"] == 1 and out["n"] == 3 and out["unit"] == "seed"
+    assert 0.6 <= out["low"] <= 0.7 <= out["high"] <= 0.8
+    assert mean_ci([0.8, 0.6, 0.7], n_boot=500, seed=0) == mean_ci([0.8, 0.6, 0.7], n_boot=500, seed=0)
+    assert math.isnan(mean_ci([float("nan")])["mean"])

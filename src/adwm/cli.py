@@ -37,8 +37,8 @@ COMMANDS = {
         "Train the latent diffusion world model on episode logs.",
         "Jointly trains the observation encoder (`encoder`), the history encoder, the conditional denoiser "
         "(`world_model.denoiser`) and the reward, termination, action-posterior and proposal heads on "
-        "`data.log`. Checkpoints go to `<run.dir>/checkpoints` (last.ckpt always); `fit.resume=true` "
-        "continues from last.ckpt; final metrics go to `<run.dir>/metrics.json`.",
+        "`data.log`. Checkpoints go to `<run.fit>/checkpoints` (last.ckpt always; run.fit defaults to `<run.root>/fit`); `fit.resume=true` "
+        "continues from last.ckpt; final metrics go to `<run.fit>/metrics.json`.",
     ),
     "project": (
         "Train the projector that lets an agent read world-model latents.",
@@ -64,6 +64,22 @@ COMMANDS = {
         "Writes each estimate with its effective sample size, flag and bootstrap CI to `ope.out`, and the "
         "family metrics per estimator when the ground truth exists.",
     ),
+    "benchmark": (
+        "Run ground truth, ADWM and every baseline on each cell and seed, and write the result tables.",
+        "For each cell of `benchmark.cells` (its experiment and overrides) and each seed of `benchmark.seeds`, "
+        "the main job under `<benchmark.out>/<cell>/seed<k>` (resumable); then estimates.csv, metrics.csv, "
+        "a markdown table (rows: estimators; columns: cells; mean and bootstrap CI over seeds of Spearman, "
+        "nRMSE and regret@1) and PNG plots in `benchmark.out`. Its path is printed last.",
+    ),
+    "grid": (
+        "Run a grid of main jobs (override lists x seeds) and aggregate them into one table.",
+        "`adwm grid experiments/<grid>.yaml [--workers N]`: every combination of the grid's axes and seeds is "
+        "a main job in its own process (log in `<run>/log.txt`); runs share agents, logs and ground truth per "
+        "seed and the world model, projectors and baselines per fit settings; finished runs are skipped on a "
+        "rerun. Each finished run is a W&B run (offline by default; group = grid name, tags from the "
+        "overrides). Writes estimates.csv, metrics.csv, table.md and plots to the grid's folder "
+        "(runs/grid/<name>), and a copy of the table to the grid's `report` path. Its path is printed last.",
+    ),
     "quickstart": (
         "The main job end to end on the configured environment.",
         "Trains the agents of `agent.variants`, collects behaviour logs, measures ground truth for the "
@@ -83,6 +99,10 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=short, description=f"{short} {long}")
         if name == "config":
             p.add_argument("action", choices=["show"], help="show: print the resolved configuration")
+        if name == "grid":
+            p.add_argument("spec", help="grid file, e.g. experiments/ablations.yaml")
+            p.add_argument("--workers", type=int, default=None, help="worker processes (default: the file's)")
+            continue
         p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     return parser
 
@@ -116,6 +136,7 @@ def _run(command: str, overrides: list[str]) -> None:
     elif command == "fit":
         from adwm.fit import fit
 
+        cfg.run.dir = cfg.run.fit  # the world model's folder, where evaluate and project look for it
         print(fit(cfg))
     elif command == "project":
         from adwm.project import project
@@ -129,6 +150,10 @@ def _run(command: str, overrides: list[str]) -> None:
         from adwm.ope.runner import run_baselines
 
         print(run_baselines(cfg))
+    elif command == "benchmark":
+        from adwm.benchmark import benchmark
+
+        print(benchmark(cfg, overrides))
     elif command == "quickstart":
         from adwm.quickstart import quickstart
 
@@ -143,8 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     from adwm.data.schema import LogFormatError
 
     try:
-        _run(args.command, args.overrides)
-    except (ConfigError, LogFormatError, FileNotFoundError, ValueError) as err:
+        if args.command == "grid":
+            from adwm.grid import run_grid
+
+            print(run_grid(args.spec, args.workers))
+        else:
+            _run(args.command, args.overrides)
+    except (ConfigError, LogFormatError, FileNotFoundError, ValueError, RuntimeError) as err:
         print(f"adwm {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 0

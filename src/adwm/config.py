@@ -24,6 +24,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
+from adwm.benchmark import BenchmarkConfig
 from adwm.data.collect import CollectConfig
 from adwm.data.datamodule import DataConfig
 from adwm.encoders.base import EncoderConfig
@@ -52,6 +53,7 @@ class ConfigError(ValueError):
 class RunConfig:
     root: str = "runs/${experiment}"  # everything an experiment makes lives under here
     dir: str = "${run.root}/${command}"  # this command's outputs
+    fit: str = "${run.root}/fit"  # the world model's folder; a grid shares it between runs that differ only later
 
 
 @dataclass
@@ -74,6 +76,7 @@ class AppConfig:
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)  # simulated rollouts, tail value
     ablation: AblationConfig = field(default_factory=AblationConfig)  # defaults = the full method
     ope: OPEConfig = field(default_factory=OPEConfig)  # the classic baselines (IS family, DM, DR, FQE)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)  # cells x seeds of `adwm benchmark`
     family: FamilyConfig = field(default_factory=FamilyConfig)
     ground_truth: GroundTruthConfig = field(default_factory=GroundTruthConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

@@ -40,7 +40,7 @@ class AblationConfig:
 
 @dataclass
 class EvaluateConfig:
-    world_model: str = "${run.root}/fit/checkpoints/last.ckpt"
+    world_model: str = "${run.fit}/checkpoints/last.ckpt"
     out: str = "${run.dir}/estimates.json"
     ground_truth: str = "${ground_truth.out}"  # read when it exists: metrics against the true values
     simulate: SimulateConfig = field(default_factory=SimulateConfig)

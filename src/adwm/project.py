@@ -28,7 +28,8 @@ to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports 
 
 @dataclass
 class ProjectConfig:
-    world_model: str = "${run.root}/fit/checkpoints/last.ckpt"  # the frozen world model the projector reads
+    world_model: str = "${run.fit}/checkpoints/last.ckpt"  # the frozen world model the projector reads
+    dir: str = "${run.root}/project"  # one projector per agent backbone under here
 
 
 def backbone_key(policy_model: str) -> str:
@@ -62,7 +63,7 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
     pcfg = policy_cfg if policy_cfg is not None else to_object(cfg.policy)
     proj_cfg = to_object(cfg.projector)
     wm_path = world_model_path(cfg)
-    out_dir = Path(cfg.run.root) / "project" / backbone_key(pcfg.model)
+    out_dir = Path(cfg.project.dir) / backbone_key(pcfg.model)
     ckpt = out_dir / "projector.ckpt"
     settings = {
         "world_model": str(wm_path),

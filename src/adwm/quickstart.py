@@ -83,6 +83,7 @@ def quickstart(cfg: DictConfig) -> Path:
 
     t = time.time()
     fit_cfg = stage_config(cfg, "fit")
+    fit_cfg.run.dir = cfg.run.fit
     if not is_fitted(fit_cfg):
         print("quickstart: fitting the world model", file=sys.stderr)
         fit(fit_cfg)

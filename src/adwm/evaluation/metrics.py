@@ -37,6 +37,27 @@ def regret_at_1(j_true, j_hat) -> float:
     return float((t.max() - picked) / np.ptp(t))
 
 
+def regret_at_k(j_true, j_hat, k: int) -> float:
+    """True value lost by the best of the estimator's top k policies (all policies tied with the k-th
+    estimate count as picked), over the true value range; regret@1 when ties do not matter."""
+    t, h = np.asarray(j_true, float), np.asarray(j_hat, float)
+    if not _valid(t, h):
+        return float("nan")
+    if k < 1:
+        raise ValueError(f"regret@k: k must be >= 1, got {k}")
+    kth = np.sort(h)[::-1][min(k, len(h)) - 1]
+    return float((t.max() - t[h >= kth].max()) / np.ptp(t))
+
+
+def relative_error(j_true, j_hat) -> float:
+    """Mean |J_hat - J| / |J| over the policies with J != 0."""
+    t, h = np.asarray(j_true, float), np.asarray(j_hat, float)
+    keep = t != 0
+    if not _valid(t, h) or not keep.any():
+        return float("nan")
+    return float(np.mean(np.abs(h[keep] - t[keep]) / np.abs(t[keep])))
+
+
 def nrmse(j_true, j_hat) -> float:
     """RMSE of J_hat against J divided by the true value range."""
     t, h = np.asarray(j_true, float), np.asarray(j_hat, float)
@@ -51,4 +72,28 @@ def family_metrics(j_true, j_hat) -> dict[str, float]:
         "kendall": kendall(j_true, j_hat),
         "regret_at_1": regret_at_1(j_true, j_hat),
         "nrmse": nrmse(j_true, j_hat),
+        "regret_at_3": regret_at_k(j_true, j_hat, 3),
+        "relative_error": relative_error(j_true, j_hat),
     }
+
+
+def mean_ci(values, n_boot: int = 2000, level: float = 0.95, seed: int = 0, unit: str = "seed") -> dict:
+    """Mean of a metric over runs with a percentile bootstrap CI (the resampling unit is one run, named by
+    `unit`). NaN values are failures: they are counted, and the mean and CI use the finite values."""
+    v = np.asarray(values, float)
+    ok = v[np.isfinite(v)]
+    out = {
+        "mean": float("nan"),
+        "low": float("nan"),
+        "high": float("nan"),
+        "n": len(ok),
+        "failures": int(len(v) - len(ok)),
+    }
+    out |= {"n_boot": n_boot, "unit": unit}
+    if len(ok) == 0:
+        return out
+    boot = np.random.default_rng(seed).choice(ok, size=(n_boot, len(ok)), replace=True).mean(axis=1)
+    alpha = 1 - level
+    out["mean"] = float(ok.mean())
+    out["low"], out["high"] = (float(x) for x in np.quantile(boot, [alpha / 2, 1 - alpha / 2]))
+    return out

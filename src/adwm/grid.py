@@ -1,0 +1,273 @@
+"""`adwm grid experiments/<grid>.yaml`: the cartesian product of override lists (plus seeds), run in
+sequence or in worker processes, finished runs skipped on a rerun, results aggregated into one table.
+
+A grid file::
+
+    name: ablations                  # W&B group and output folder (runs/grid/<name>)
+    overrides: [fit.max_minutes=2]   # applied to every run
+    axes:                            # each axis: named values, each a list of overrides
+      variant:
+        full: []
+        no_action_guidance: [guidance.omega=0]
+    seeds: [0, 1, 2]
+    workers: 1
+    report: docs/results/builtin.md  # optional: a copy of the table
+
+Each run is the main job (`adwm quickstart`) in its own process, logging to `<run>/log.txt`. Runs share
+what does not depend on their differences: agents, behaviour logs and ground truth per seed and upstream
+settings; the world model, projectors and baselines per fit settings (so ablations of the estimator
+reuse one world model). Stages that share a folder never run at the same time. Every finished run is a
+W&B run (offline unless `logger.mode` or WANDB_MODE says otherwise) with group = grid name and tags from
+the overrides; `wandb sync <out>/wandb/offline-run-*` uploads later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from adwm.atomic import atomic_write_json, atomic_write_text
+from adwm.benchmark import _timing_table
+from adwm.report import (
+    TABLE_METRICS,
+    aggregate,
+    estimate_rows,
+    metric_rows,
+    metrics_table,
+    plot_metric,
+    plot_scatter,
+    write_csv,
+)
+
+
+@dataclass
+class GridSpec:
+    name: str
+    axes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    workers: int = 1
+    out: str = ""  # default runs/grid/<name>
+    report: str | None = None  # a copy of the table (e.g. docs/results/<env>.md)
+    ci_resamples: int = 2000
+    ci_level: float = 0.95
+
+
+@dataclass
+class Run:
+    id: str
+    labels: dict  # axis -> value name, plus seed
+    overrides: list[str]
+    root: Path
+    data_key: str = ""  # runs with equal keys share agents, logs, ground truth
+    fit_key: str = ""  # ... and the world model, projectors and baselines
+
+
+def load_spec(path: str | Path) -> GridSpec:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"grid file '{path}' does not exist")
+    try:
+        raw = OmegaConf.load(path)
+        spec = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(GridSpec), raw))
+    except OmegaConfBaseException as err:
+        raise ValueError(f"{path}: {str(err).splitlines()[0]} (keys: {list(GridSpec.__dataclass_fields__)})") from None
+    if not spec.seeds:
+        raise ValueError(f"{path}: seeds: expected at least one seed")
+    if spec.workers < 1:
+        raise ValueError(f"{path}: workers: expected >= 1, got {spec.workers}")
+    for axis, values in spec.axes.items():
+        if not values:
+            raise ValueError(f"{path}: axes.{axis}: expected at least one named value")
+    spec.out = spec.out or f"runs/grid/{spec.name}"
+    return spec
+
+
+def _hash(obj) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def expand(spec: GridSpec) -> list[Run]:
+    """Every combination of axis values and seeds, with the folders of what its runs share."""
+    from adwm.config import load_config
+
+    out = Path(spec.out)
+    axes = list(spec.axes.items())
+    runs = []
+    for combo in itertools.product(*[list(values.items()) for _, values in axes]):
+        for seed in spec.seeds:
+            labels = {axis: name for (axis, _), (name, _) in zip(axes, combo)} | {"seed": seed}
+            ovr = [*spec.overrides, *[o for _, (_, os_) in zip(axes, combo) for o in os_], f"seed={seed}"]
+            rid = "-".join([*(name for _, (name, _) in zip(axes, combo)), f"seed{seed}"])
+            root = out / "runs" / rid
+            cfg = load_config([*ovr, f"run.root={root}"], "quickstart")
+            # keys of what runs may share: the config without the run's own folder in any path
+            c = json.loads(json.dumps(OmegaConf.to_container(cfg, resolve=True)).replace(str(root), "<run>"))
+            data_key = _hash({k: c[k] for k in ("seed", "env", "agent", "policy", "collect", "family", "ground_truth")})
+            fit = {k: c[k] for k in ("data", "encoder", "world_model", "fit")} | {
+                "joint": c["ablation"]["joint_encoder"]
+            }
+            fit_key = _hash({"data": data_key, **fit})
+            shared = out / "shared" / f"seed{seed}-{data_key}"
+            fit_dir = shared / f"fit-{fit_key}"
+            ovr += [
+                f"run.root={out / 'runs' / rid}",
+                f"agent.dir={shared / 'agents'}",
+                f"collect.out={shared / 'collect' / 'episodes.jsonl'}",
+                f"ground_truth.out={shared / 'ground_truth' / 'ground_truth.json'}",
+                f"run.fit={fit_dir}",
+                f"project.dir={fit_dir / ('project-' + _hash(c['projector']))}",
+                f"ope.out={fit_dir / ('ope-' + _hash(c['ope'])) / 'estimates.json'}",
+            ]
+            runs.append(Run(rid, labels, ovr, out / "runs" / rid, data_key, fit_key))
+    return runs
+
+
+def _finished(run: Run) -> bool:
+    done = run.root / "grid_run.json"
+    return done.is_file() and json.loads(done.read_text()).get("overrides") == run.overrides
+
+
+def _execute(run: Run, spec: GridSpec) -> dict:
+    """One run in its own process; its log goes to <run>/log.txt."""
+    run.root.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    with open(run.root / "log.txt", "a") as log:
+        log.write(f"$ adwm quickstart {' '.join(run.overrides)}\n")
+        log.flush()
+        proc = subprocess.run(
+            [sys.executable, "-m", "adwm.cli", "quickstart", *run.overrides], stdout=log, stderr=log, env=os.environ
+        )
+    if proc.returncode != 0:
+        raise RuntimeError(f"grid run {run.id} failed (exit {proc.returncode}); see {run.root / 'log.txt'}")
+    summary = json.loads((run.root / "quickstart" / "summary.json").read_text())
+    _log_wandb(run, spec, summary)
+    record = {"id": run.id, "labels": run.labels, "overrides": run.overrides, "wall_s": round(time.time() - start, 1)}
+    atomic_write_json(run.root / "grid_run.json", record)
+    return record
+
+
+def _phases(runs: list[Run]) -> list[list[Run]]:
+    """Waves in which no two runs write the same shared folder: the first run of each data key, then the
+    first of each remaining fit key, then the rest (which only read what is shared)."""
+    first_data, first_fit, rest = [], [], []
+    seen_data, seen_fit = set(), set()
+    for r in runs:
+        if r.data_key not in seen_data:
+            first_data.append(r)
+            seen_data.add(r.data_key)
+            seen_fit.add(r.fit_key)
+        elif r.fit_key not in seen_fit:
+            first_fit.append(r)
+            seen_fit.add(r.fit_key)
+        else:
+            rest.append(r)
+    return [w for w in (first_data, first_fit, rest) if w]
+
+
+def run_grid(path: str | Path, workers: int | None = None) -> Path:
+    """Run every missing run of the grid, then aggregate; returns the table path."""
+    spec = load_spec(path)
+    runs = expand(spec)
+    todo = [r for r in runs if not _finished(r)]
+    print(f"grid {spec.name}: {len(runs)} runs, {len(runs) - len(todo)} already finished", file=sys.stderr)
+    n_workers = workers or spec.workers
+    done = len(runs) - len(todo)
+    for wave in _phases(todo):
+        with ThreadPoolExecutor(max_workers=n_workers) as pool:
+            for record in pool.map(lambda r: _execute(r, spec), wave):
+                done += 1
+                print(f"grid [{done}/{len(runs)}] {record['id']} finished in {record['wall_s']} s", file=sys.stderr)
+    return write_grid_report(spec, runs)
+
+
+def _log_wandb(run: Run, spec: GridSpec, summary: dict) -> None:
+    os.environ.setdefault("WANDB_SILENT", "true")
+    import wandb
+
+    mode = os.environ.get("WANDB_MODE", "offline")
+    tags = [f"{k}={v}" for k, v in run.labels.items()]
+    wb = wandb.init(
+        project="adwm",
+        group=spec.name,
+        name=run.id,
+        tags=tags,
+        config={"labels": run.labels, "overrides": run.overrides},
+        dir=str(Path(spec.out)),
+        mode=mode,
+        reinit="create_new",
+    )
+    flat = {f"{est}/{m}": v for est, ms in summary["metrics"].items() for m, v in ms.items()}
+    wb.log(flat | {f"timings/{k}": v for k, v in summary.get("timings_s", {}).items()})
+    table = wandb.Table(columns=["policy", "estimator", "J_true", "J_hat"])
+    for p in summary["policies"]:
+        for est, v in p["estimates"].items():
+            table.add_data(p["name"], est, p["J_true"], v)
+    wb.log({"estimates": table})
+    wb.finish()
+
+
+def write_grid_report(spec: GridSpec, runs: list[Run]) -> Path:
+    """Tables over the finished runs: ADWM per axis combination, each baseline once (from the first
+    combination, whose world model gives the features of FQE/DR)."""
+    out = Path(spec.out)
+    est_rows, met_rows, timings = [], [], []
+    first_combo = None
+    for r in runs:
+        summary_path = r.root / "quickstart" / "summary.json"
+        if not _finished(r) or not summary_path.is_file():
+            continue
+        summary = json.loads(summary_path.read_text())
+        combo = "/".join(str(v) for k, v in r.labels.items() if k != "seed") or "default"
+        first_combo = first_combo or combo
+        labels = {"variant": combo, "seed": r.labels["seed"]}
+        for row in metric_rows(summary, labels):
+            if row["estimator"] == "adwm":
+                met_rows.append({**row, "row": f"adwm ({combo})"})
+            elif combo == first_combo:
+                met_rows.append({**row, "row": row["estimator"]})
+        est_rows += estimate_rows(summary, labels)
+        timings.append({"cell": combo, "seed": r.labels["seed"], **summary.get("timings_s", {})})
+    if not met_rows:
+        raise RuntimeError(f"grid {spec.name}: no finished runs to report")
+    write_csv(out / "estimates.csv", est_rows)
+    write_csv(out / "metrics.csv", met_rows)
+    met_rows.sort(key=lambda r: not r["row"].startswith("adwm"))  # ADWM's variants first (stable otherwise)
+    agg = aggregate(met_rows, ("row",), spec.ci_resamples, spec.ci_level)
+    seeds = sorted({r["seed"] for r in met_rows})
+    parts = [
+        f"# Grid `{spec.name}`",
+        "",
+        f"Generated by `adwm grid` from the runs under `{spec.out}`. Mean over seeds {seeds} with a "
+        f"{spec.ci_level:.0%} percentile bootstrap CI ({spec.ci_resamples} resamples; resampling unit: seed). "
+        "ADWM has one row per variant; each baseline is shown once, from the "
+        f"`{first_combo}` runs. A NaN metric is a failure and is counted.",
+        "",
+        metrics_table(agg),
+    ]
+    for m, _, _ in TABLE_METRICS:
+        plot_metric(agg, 0, None, m, out / f"{m}.png")
+    plot_scatter(
+        [r for r in est_rows if r["variant"] == first_combo or r["estimator"] == "adwm"],
+        out / "scatter.png",
+        f"J vs J_hat: {spec.name}",
+    )
+    parts += ["", "## Stage times per run (s)", "", _timing_table(timings).replace("| cell |", "| variant |")]
+    table = out / "table.md"
+    atomic_write_text(table, "\n".join(parts) + "\n")
+    if spec.report:
+        Path(spec.report).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(table, spec.report)
+    return table

@@ -1,0 +1,171 @@
+"""Result tables and plots from summary.json files: CSVs of every estimate and metric, a markdown table
+(rows: estimators or grid variants; mean and bootstrap CI over seeds per metric), PNG plots."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from adwm.atomic import atomic_write_bytes, atomic_write_text
+from adwm.evaluation.metrics import mean_ci
+
+TABLE_METRICS = (
+    ("spearman", "Spearman", "higher is better"),
+    ("nrmse", "nRMSE", "lower is better"),
+    ("regret_at_1", "regret@1", "lower is better"),
+)
+
+
+def estimate_rows(summary: dict, labels: dict) -> list[dict]:
+    """One row per (policy, estimator) of a main-job summary."""
+    rows = []
+    for p in summary["policies"]:
+        for est, value in p["estimates"].items():
+            lo, hi = p.get("ci", {}).get(est, [None, None])
+            rows.append(
+                {
+                    **labels,
+                    "policy": p["name"],
+                    "J_true": p["J_true"],
+                    "J_true_se": p["J_true_se"],
+                    "estimator": est,
+                    "J_hat": value,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                }
+            )
+    return rows
+
+
+def metric_rows(summary: dict, labels: dict) -> list[dict]:
+    """One row per estimator with its family metrics."""
+    return [{**labels, "estimator": est, **m} for est, m in summary["metrics"].items() if m]
+
+
+def write_csv(path: Path, rows: Sequence[dict]) -> None:
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields)
+    w.writeheader()
+    w.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
+
+
+def aggregate(rows: Sequence[dict], keys: Sequence[str], n_boot: int, level: float) -> dict[tuple, dict]:
+    """{group key: {metric: mean_ci over the runs (seeds) of that group}} for the table metrics."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return {
+        g: {m: mean_ci([r.get(m, np.nan) for r in rs], n_boot, level, seed=0) for m, _, _ in TABLE_METRICS}
+        for g, rs in groups.items()
+    }
+
+
+def fmt(ci: dict) -> str:
+    if not np.isfinite(ci["mean"]):
+        return f"NaN ({ci['failures']} failed)"
+    text = f"{ci['mean']:.2f} [{ci['low']:.2f}, {ci['high']:.2f}]"
+    return text + (f" ({ci['failures']} NaN)" if ci["failures"] else "")
+
+
+def markdown_table(agg: dict[tuple, dict], row_key: int, col_key: int | None, metric: str) -> str:
+    """Rows by group element `row_key`, columns by element `col_key` (one column when None)."""
+    rows = list(dict.fromkeys(g[row_key] for g in agg))
+    cols = list(dict.fromkeys(g[col_key] for g in agg)) if col_key is not None else [None]
+    head = "| estimator | " + " | ".join(str(c) if c is not None else metric for c in cols) + " |"
+    lines = [head, "|---" * (len(cols) + 1) + "|"]
+    for r in rows:
+        cells = []
+        for c in cols:
+            match = [v for g, v in agg.items() if g[row_key] == r and (col_key is None or g[col_key] == c)]
+            cells.append(fmt(match[0][metric]) if match else "")
+        lines.append(f"| {r} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def metrics_table(agg: dict[tuple, dict], label: str = "estimator") -> str:
+    """Rows by the first group element, one column per table metric."""
+    lines = [
+        f"| {label} | " + " | ".join(f"{title} ({sense.split()[0]})" for _, title, sense in TABLE_METRICS) + " |",
+        "|---" * (len(TABLE_METRICS) + 1) + "|",
+    ]
+    for g, v in agg.items():
+        lines.append(f"| {g[0]} | " + " | ".join(fmt(v[m]) for m, _, _ in TABLE_METRICS) + " |")
+    return "\n".join(lines)
+
+
+def plot_metric(agg: dict[tuple, dict], row_key: int, col_key: int | None, metric: str, path: Path) -> None:
+    """Grouped bars of a metric's mean with its CI: one group per row, one bar per column."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = list(dict.fromkeys(g[row_key] for g in agg))
+    cols = list(dict.fromkeys(g[col_key] for g in agg)) if col_key is not None else [None]
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) * max(1, len(cols))), 4))
+    width = 0.8 / len(cols)
+    for j, c in enumerate(cols):
+        mean, lo, hi = [], [], []
+        for r in rows:
+            v = next(
+                (v[metric] for g, v in agg.items() if g[row_key] == r and (col_key is None or g[col_key] == c)), None
+            )
+            m = v["mean"] if v else np.nan
+            mean.append(m)
+            lo.append(m - v["low"] if v and np.isfinite(m) else 0)
+            hi.append(v["high"] - m if v and np.isfinite(m) else 0)
+        x = np.arange(len(rows)) + j * width
+        ax.bar(x, mean, width, yerr=[lo, hi], capsize=3, label=str(c) if c is not None else None)
+    ax.set_xticks(np.arange(len(rows)) + 0.4 - width / 2, [str(r) for r in rows], rotation=30, ha="right")
+    ax.set_ylabel(metric)
+    ax.axhline(0, color="black", lw=0.5)
+    if col_key is not None:
+        ax.legend()
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_scatter(rows: Sequence[dict], path: Path, title: str) -> None:
+    """J_hat against J per estimator (every policy and seed), with the diagonal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ests = list(dict.fromkeys(r["estimator"] for r in rows))
+    n = len(ests)
+    cols = min(3, n)
+    fig, axes = plt.subplots(
+        (n + cols - 1) // cols, cols, figsize=(4 * cols, 3.5 * ((n + cols - 1) // cols)), squeeze=False
+    )
+    true = [r["J_true"] for r in rows]
+    lo, hi = min(true), max(true)
+    for ax, est in zip(axes.flat, ests):
+        pts = [(r["J_true"], r["J_hat"]) for r in rows if r["estimator"] == est and r["J_hat"] is not None]
+        pts = [(x, y) for x, y in pts if np.isfinite(y)]
+        if pts:
+            ax.scatter(*zip(*pts), s=12)
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8)
+        ax.set_title(est)
+        ax.set_xlabel("J (on-policy)")
+        ax.set_ylabel("J_hat")
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle(title)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
