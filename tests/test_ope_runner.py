@@ -75,7 +75,7 @@ def test_baselines_end_to_end_resume_and_unit_weights(tiny_lm_dir, tmp_path, mon
     assert hot["is"]["J_hat"] == pytest.approx(mean_return, rel=1e-12)
     assert hot["wis"]["ess"] == pytest.approx(len(episodes), rel=1e-12)
     # scores are cached per checkpoint on disk, and a rerun with the same settings recomputes nothing
-    assert len(list((out.parent / "scores").glob("scores_*.npz"))) == 1
+    assert len(list((tmp_path / "ope" / "scores").glob("scores_*.npz"))) == 1
     monkeypatch.setattr(runner_mod, "policy_distributions", lambda *a, **k: pytest.fail("recomputed"))
     assert json.loads(run_baselines(cfg, progress=False).read_text())["estimates"] == res["estimates"]
 

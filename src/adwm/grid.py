@@ -119,7 +119,7 @@ def expand(spec: GridSpec) -> list[Run]:
             fit = {k: c[k] for k in ("data", "encoder", "world_model", "fit")} | {
                 "joint": c["ablation"]["joint_encoder"]
             }
-            fit_key = _hash({"data": data_key, **fit})
+            fit_key = _hash({"upstream": data_key, **fit})
             shared = out / "shared" / f"seed{seed}-{data_key}"
             fit_dir = shared / f"fit-{fit_key}"
             ovr += [
@@ -130,6 +130,7 @@ def expand(spec: GridSpec) -> list[Run]:
                 f"run.fit={fit_dir}",
                 f"project.dir={fit_dir / ('project-' + _hash(c['projector']))}",
                 f"ope.out={fit_dir / ('ope-' + _hash(c['ope'])) / 'estimates.json'}",
+                f"ope.scores={shared / 'ope_scores'}",
             ]
             runs.append(Run(rid, labels, ovr, out / "runs" / rid, data_key, fit_key))
     return runs
@@ -147,8 +148,11 @@ def _execute(run: Run, spec: GridSpec) -> dict:
     with open(run.root / "log.txt", "a") as log:
         log.write(f"$ adwm quickstart {' '.join(run.overrides)}\n")
         log.flush()
+        env = dict(os.environ)
+        if spec.workers > 1:  # one share of the cores per worker process
+            env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // spec.workers)))
         proc = subprocess.run(
-            [sys.executable, "-m", "adwm.cli", "quickstart", *run.overrides], stdout=log, stderr=log, env=os.environ
+            [sys.executable, "-m", "adwm.cli", "quickstart", *run.overrides], stdout=log, stderr=log, env=env
         )
     if proc.returncode != 0:
         raise RuntimeError(f"grid run {run.id} failed (exit {proc.returncode}); see {run.root / 'log.txt'}")
@@ -160,21 +164,25 @@ def _execute(run: Run, spec: GridSpec) -> dict:
 
 
 def _phases(runs: list[Run]) -> list[list[Run]]:
-    """Waves in which no two runs write the same shared folder: the first run of each data key, then the
-    first of each remaining fit key, then the rest (which only read what is shared)."""
-    first_data, first_fit, rest = [], [], []
-    seen_data, seen_fit = set(), set()
+    """Waves in which no two runs write the same shared folder: the first run of each data key; the runs
+    that only read what those made (same fit settings); the first run of each new fit key; the rest."""
+    first_data, readers, first_fit, rest = [], [], [], []
+    data_seen, fit_made = set(), set()
     for r in runs:
-        if r.data_key not in seen_data:
+        if r.data_key not in data_seen:
             first_data.append(r)
-            seen_data.add(r.data_key)
-            seen_fit.add(r.fit_key)
-        elif r.fit_key not in seen_fit:
+            data_seen.add(r.data_key)
+            fit_made.add(r.fit_key)
+    for r in runs:
+        if r in first_data:
+            continue
+        if r.fit_key in fit_made:
+            readers.append(r)
+        elif r.fit_key not in {f.fit_key for f in first_fit}:
             first_fit.append(r)
-            seen_fit.add(r.fit_key)
         else:
             rest.append(r)
-    return [w for w in (first_data, first_fit, rest) if w]
+    return [w for w in (first_data, readers, first_fit, rest) if w]
 
 
 def run_grid(path: str | Path, workers: int | None = None) -> Path:
@@ -183,7 +191,7 @@ def run_grid(path: str | Path, workers: int | None = None) -> Path:
     runs = expand(spec)
     todo = [r for r in runs if not _finished(r)]
     print(f"grid {spec.name}: {len(runs)} runs, {len(runs) - len(todo)} already finished", file=sys.stderr)
-    n_workers = workers or spec.workers
+    spec.workers = n_workers = workers or spec.workers
     done = len(runs) - len(todo)
     for wave in _phases(todo):
         with ThreadPoolExecutor(max_workers=n_workers) as pool:

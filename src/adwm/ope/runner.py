@@ -52,6 +52,7 @@ class OPEConfig:
     log: str = "${data.log}"
     world_model: str = "${evaluate.world_model}"  # features=world_model
     out: str = "${run.root}/ope/estimates.json"
+    scores: str = "${run.root}/ope/scores"  # cache of the agents' scores of the logged states, per checkpoint
 
 
 def _validate(cfg: OPEConfig) -> None:
@@ -104,7 +105,7 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
             continue
         if ctx is None:
             models = any(e.requires() is not None for e in estimators)
-            ctx = _Context(ocfg, log, cfg.env.gamma, cfg.env.max_steps, out.parent, models)
+            ctx = _Context(ocfg, log, cfg.env.gamma, cfg.env.max_steps, Path(ocfg.scores), models)
         start = time.time()
         identical = {b.policy.name for b in behaviour if same_policy(b.policy, pcfg)}
         done[pcfg.name] = {**ctx.estimate(pcfg, estimators, cfg.seed, identical), "settings": settings}
@@ -140,7 +141,7 @@ class _Context:
         require_candidates(self.states, str(log))
         self.actions = logged_actions(episodes)
         st = log.stat()
-        self.scores = ScoreCache(folder / "scores", f"{log.resolve()}:{st.st_size}:{st.st_mtime_ns}:{len(episodes)}")
+        self.scores = ScoreCache(folder, f"{log.resolve()}:{st.st_size}:{st.st_mtime_ns}:{len(episodes)}")
         self.features = self.ds = self.ridge = None
         if models:
             self.features = StepFeatures(self.states, self.actions, horizon, _embedder(cfg))
