@@ -102,6 +102,14 @@ def _parser() -> argparse.ArgumentParser:
         if name == "grid":
             p.add_argument("spec", help="grid file, e.g. experiments/ablations.yaml")
             p.add_argument("--workers", type=int, default=None, help="worker processes (default: the file's)")
+            p.add_argument(
+                "--only",
+                nargs="*",
+                default=None,
+                metavar="LABEL=VALUE",
+                help="run only the matching runs, e.g. variant=full seed=0 (one machine of a W&B sweep)",
+            )
+            p.add_argument("--report", action="store_true", help="only aggregate the runs finished so far")
             continue
         p.add_argument("overrides", nargs="*", help=OVERRIDES_HELP)
     return parser
@@ -171,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "grid":
             from adwm.grid import run_grid
 
-            print(run_grid(args.spec, args.workers))
+            print(run_grid(args.spec, args.workers, args.only, args.report))
         else:
             _run(args.command, args.overrides)
     except (ConfigError, LogFormatError, FileNotFoundError, ValueError, RuntimeError) as err:

@@ -1,0 +1,135 @@
+"""`adwm grid` and `adwm benchmark` on the smoke config: shared stages, tables, resuming after a kill."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from adwm.cli import main
+from adwm.grid import _phases, expand, load_spec
+
+ESTIMATORS = ["adwm", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
+
+
+def _grid_file(tmp_path, workers: int = 1) -> str:
+    spec = f"""
+name: tiny
+out: {tmp_path / "grid"}
+overrides: [experiment=smoke, ope.ci_resamples=50]
+axes:
+  variant:
+    full: []
+    no_action_guidance: [guidance.omega=0]
+seeds: [0]
+workers: {workers}
+report: {tmp_path / "docs" / "tiny.md"}
+"""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(spec)
+    return str(path)
+
+
+def test_grid_shares_stages_between_runs_that_differ_only_in_the_estimator(tmp_path):
+    runs = expand(load_spec(_grid_file(tmp_path)))
+    assert [r.id for r in runs] == ["full-seed0", "no_action_guidance-seed0"]
+    assert runs[0].data_key == runs[1].data_key and runs[0].fit_key == runs[1].fit_key
+    assert [[r.id for r in w] for w in _phases(runs)] == [["full-seed0"], ["no_action_guidance-seed0"]]
+    other = expand(load_spec(_grid_file(tmp_path)))
+    assert [r.overrides for r in other] == [r.overrides for r in runs]  # keys do not depend on the run folder
+
+
+def test_grid_kill_and_rerun_completes_only_the_missing_runs(tmp_path):
+    spec = _grid_file(tmp_path)
+    env = dict(os.environ, WANDB_MODE="disabled")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "adwm.cli", "grid", spec],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    first = tmp_path / "grid" / "runs" / "full-seed0" / "grid_run.json"
+    deadline = time.time() + 300
+    while not first.is_file() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    assert first.is_file(), "the first grid run did not finish"
+    os.killpg(proc.pid, signal.SIGKILL)  # the second run is in flight (or not started)
+    proc.wait()
+    assert not (tmp_path / "grid" / "table.md").is_file()
+
+    assert main(["grid", spec]) == 0
+    logs = {
+        r: (tmp_path / "grid" / "runs" / r / "log.txt").read_text() for r in ("full-seed0", "no_action_guidance-seed0")
+    }
+    assert logs["full-seed0"].count("$ adwm quickstart") == 1  # finished before the kill: not rerun
+    table = (tmp_path / "grid" / "table.md").read_text()
+    assert (tmp_path / "docs" / "tiny.md").read_text() == table
+    assert "| adwm (full) |" in table and "| adwm (no_action_guidance) |" in table
+    for est in ESTIMATORS[1:]:
+        assert f"| {est} |" in table
+    rows = list(csv.DictReader(open(tmp_path / "grid" / "estimates.csv")))
+    assert len(rows) == 2 * 7 * len(ESTIMATORS)  # runs x policies x estimators
+    for name in ("spearman.png", "nrmse.png", "regret_at_1.png", "scatter.png"):
+        assert (tmp_path / "grid" / name).stat().st_size > 1000
+    # a third call finds everything finished
+    before = (tmp_path / "grid" / "runs" / "no_action_guidance-seed0" / "log.txt").read_text()
+    assert main(["grid", spec]) == 0
+    assert (tmp_path / "grid" / "runs" / "no_action_guidance-seed0" / "log.txt").read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: g\nseeds: []\n", "seeds: expected at least one seed"),
+        ("name: g\nworkers: 0\n", "workers: expected >= 1"),
+        ("name: g\naxes: {variant: {}}\n", "axes.variant: expected at least one named value"),
+        ("name: g\nsurprise: 1\n", "surprise"),
+    ],
+)
+def test_bad_grid_files_are_named(tmp_path, capsys, text, message):
+    path = tmp_path / "g.yaml"
+    path.write_text(text)
+    assert main(["grid", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(path) in err
+
+
+def test_missing_grid_file(capsys, tmp_path):
+    assert main(["grid", str(tmp_path / "none.yaml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
+    out = tmp_path / "bench"
+    cells = "benchmark.cells=[{name: a}, {name: b, overrides: ['family.eps=[0.0,1.0]']}]"
+    assert (
+        main(
+            [
+                "benchmark",
+                "experiment=smoke",
+                f"benchmark.out={out}",
+                "benchmark.seeds=[0]",
+                cells,
+                "ope.ci_resamples=50",
+            ]
+        )
+        == 0
+    )
+    table = capsys.readouterr().out.strip().splitlines()[-1]
+    text = open(table).read()
+    assert "| estimator | a | b |" in text and "resampling unit is the seed" in text
+    rows = list(csv.DictReader(open(out / "estimates.csv")))
+    assert len(rows) == (7 + 4) * len(ESTIMATORS)  # cell a: 7 policies, cell b: 4
+    assert {r["cell"] for r in rows} == {"a", "b"}
+    metrics = list(csv.DictReader(open(out / "metrics.csv")))
+    assert len(metrics) == 2 * len(ESTIMATORS) and "regret_at_3" in metrics[0]
+    for name in ("spearman.png", "scatter_a.png", "scatter_b.png"):
+        assert (out / name).stat().st_size > 1000
+    assert json.loads((out / "b" / "seed0" / "quickstart" / "summary.json").read_text())["seed"] == 0
