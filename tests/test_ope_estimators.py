@@ -223,3 +223,14 @@ def test_model_estimators_need_their_q():
     data = OPEData(np.ones((1, 1)), np.ones((1, 1), bool), np.zeros((1, 1)), 0.9)
     with pytest.raises(ValueError, match="needs the action values of 'fqe'"):
         DoublyRobust().estimate(data)
+
+
+def test_self_normalised_estimators_are_consistent(mdp):
+    """WIS, WPDIS and WDR are biased for small N but converge to the true value on a large log."""
+    log = sample(mdp, PI_B, 8000, np.random.default_rng(12))
+    ds, phi_pi = q_dataset(mdp, log, PI_E)
+    data = ope_data(mdp, log, PI_E, PI_B)
+    data.q["fqe"] = fit_fqe(ds, phi_pi, mdp.gamma, Ridge(ds.phi, 1e-9))[0]
+    truth = mdp.value(PI_E)
+    for name in ("wis", "wpdis", "wdr"):
+        assert ESTIMATORS[name](None).estimate(data) == pytest.approx(truth, abs=0.04), name
