@@ -216,8 +216,13 @@ def run_grid(
     runs = expand(spec)
     if report_only:
         return write_grid_report(spec, runs)
-    todo = [r for r in (select(runs, only) if only else runs) if not _finished(r)]
-    print(f"grid {spec.name}: {len(runs)} runs, {len(runs) - len(todo)} already finished", file=sys.stderr)
+    chosen = select(runs, only) if only else runs
+    todo = [r for r in chosen if not _finished(r)]
+    picked = f" ({len(chosen)} selected by --only)" if only else ""
+    print(
+        f"grid {spec.name}: {len(runs)} runs{picked}, {len(chosen) - len(todo)} of them already finished",
+        file=sys.stderr,
+    )
     spec.workers = n_workers = workers or spec.workers
     done = len(runs) - len(todo)
     for wave in _phases(todo):
