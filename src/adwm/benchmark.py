@@ -25,6 +25,7 @@ from adwm.report import (
     metric_rows,
     plot_metric,
     plot_scatter,
+    timing_table,
     write_csv,
 )
 
@@ -100,15 +101,7 @@ def write_benchmark(out: Path, est_rows: list[dict], met_rows: list[dict], timin
     cells = list(dict.fromkeys(r["cell"] for r in est_rows))
     for cell in cells:
         plot_scatter([r for r in est_rows if r["cell"] == cell], out / f"scatter_{cell}.png", f"J vs J_hat: {cell}")
-    parts += ["", "## Wall time per run (s)", "", _timing_table(timings)]
+    parts += ["", "## Wall time per run (s)", "", timing_table(timings)]
     table = out / "table.md"
     atomic_write_text(table, "\n".join(parts) + "\n")
     return table
-
-
-def _timing_table(timings: list[dict]) -> str:
-    keys = list(dict.fromkeys(k for t in timings for k in t if k not in ("cell", "seed")))
-    lines = ["| cell | seed | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
-    for t in timings:
-        lines.append(f"| {t['cell']} | {t['seed']} | " + " | ".join(str(t.get(k, "")) for k in keys) + " |")
-    return "\n".join(lines)

@@ -35,20 +35,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from adwm.atomic import atomic_write_json, atomic_write_text
-from adwm.benchmark import _timing_table
 from adwm.report import (
     TABLE_METRICS,
     aggregate,
     estimate_rows,
+    estimates_table,
     metric_rows,
     metrics_table,
     plot_metric,
     plot_scatter,
+    timing_table,
     write_csv,
 )
 
@@ -308,25 +308,11 @@ def write_grid_report(spec: GridSpec, runs: list[Run]) -> Path:
     )
     for seed in seeds:
         rows = [r for r in est_rows if r["seed"] == seed and (r["variant"] == first_combo or r["estimator"] == "adwm")]
-        parts += ["", f"## J and J_hat, seed {seed}", "", _estimates_table(rows, first_combo)]
-    parts += ["", "## Stage times per run (s)", "", _timing_table(timings).replace("| cell |", "| variant |")]
+        parts += ["", f"## J and J_hat, seed {seed}", "", estimates_table(rows)]
+    parts += ["", "## Stage times per run (s)", "", timing_table(timings, "variant")]
     table = out / "table.md"
     atomic_write_text(table, "\n".join(parts) + "\n")
     if spec.report:
         Path(spec.report).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(table, spec.report)
     return table
-
-
-def _estimates_table(rows: list[dict], first_combo: str) -> str:
-    """Policies as rows; J with its standard error, then ADWM per variant and each baseline."""
-    cols = list(dict.fromkeys(f"adwm ({r['variant']})" if r["estimator"] == "adwm" else r["estimator"] for r in rows))
-    table: dict[str, dict] = {}
-    for r in rows:
-        col = f"adwm ({r['variant']})" if r["estimator"] == "adwm" else r["estimator"]
-        t = table.setdefault(r["policy"], {"J": f"{r['J_true']:.3f} +- {r['J_true_se']:.3f}"})
-        t[col] = "NaN" if r["J_hat"] is None or not np.isfinite(r["J_hat"]) else f"{r['J_hat']:.3f}"
-    lines = ["| policy | J | " + " | ".join(cols) + " |", "|---" * (len(cols) + 2) + "|"]
-    for policy, t in table.items():
-        lines.append(f"| {policy} | {t['J']} | " + " | ".join(t.get(c, "") for c in cols) + " |")
-    return "\n".join(lines)

@@ -169,3 +169,26 @@ def _save(fig, path: Path) -> None:
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
     atomic_write_bytes(path, buf.getvalue())
+
+
+def timing_table(timings: list[dict], label: str = "cell") -> str:
+    """One row per run (its `cell` and `seed`), one column per timed stage."""
+    keys = list(dict.fromkeys(k for t in timings for k in t if k not in ("cell", "seed")))
+    lines = [f"| {label} | seed | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
+    for t in timings:
+        lines.append(f"| {t['cell']} | {t['seed']} | " + " | ".join(str(t.get(k, "")) for k in keys) + " |")
+    return "\n".join(lines)
+
+
+def estimates_table(rows: list[dict]) -> str:
+    """Policies as rows; J with its standard error, then ADWM per variant and each baseline."""
+    cols = list(dict.fromkeys(f"adwm ({r['variant']})" if r["estimator"] == "adwm" else r["estimator"] for r in rows))
+    table: dict[str, dict] = {}
+    for r in rows:
+        col = f"adwm ({r['variant']})" if r["estimator"] == "adwm" else r["estimator"]
+        t = table.setdefault(r["policy"], {"J": f"{r['J_true']:.3f} +- {r['J_true_se']:.3f}"})
+        t[col] = "NaN" if r["J_hat"] is None or not np.isfinite(r["J_hat"]) else f"{r['J_hat']:.3f}"
+    lines = ["| policy | J | " + " | ".join(cols) + " |", "|---" * (len(cols) + 2) + "|"]
+    for policy, t in table.items():
+        lines.append(f"| {policy} | {t['J']} | " + " | ".join(t.get(c, "") for c in cols) + " |")
+    return "\n".join(lines)
