@@ -188,7 +188,29 @@ def test_freeze_encoder_caches_latents_and_trains_only_the_rest(dm):
     assert all(torch.equal(v, wm.encoder.state_dict()[k]) for k, v in enc.items())
     assert not torch.equal(den, wm.denoiser.inp.weight)
     text = dm.observations[0]
-    assert text in wm._latents and torch.allclose(wm._latents[text], wm.encode([text])[0])
+    wm.target_encoder.eval()
+    with torch.no_grad():
+        direct = wm.target_encoder([text])[0]
+    assert text in wm._latents and torch.allclose(wm._latents[text], direct, atol=1e-5)
+
+
+def test_encode_runs_each_distinct_text_once_and_caches_a_frozen_encoder(dm):
+    wm = make(dm).eval()
+    texts = [dm.observations[i] for i in (0, 1, 0, 2, 1, 0)]
+    seen: list[int] = []
+    wm.target_encoder.register_forward_hook(lambda mod, inp, out: seen.append(len(inp[0])))
+    with torch.no_grad():
+        reference = torch.stack([wm.target_encoder([t])[0] for t in texts])
+    seen.clear()
+    z = wm.encode(texts, batch_size=2)
+    assert seen == [2, 1]  # three distinct texts, batches of two
+    assert torch.allclose(z, reference, atol=1e-5)
+    wm.freeze_encoder()
+    wm.encode(texts)
+    seen.clear()
+    again = wm.encode(list(reversed(texts)))
+    assert seen == []  # a frozen encoder's latents come from the cache
+    assert torch.allclose(again, reference.flip(0), atol=1e-5)
 
 
 def test_calibrated_edit_head_proposes_the_logged_number_of_actions(dm):

@@ -128,7 +128,21 @@ class WorldModelModule(L.LightningModule):
     @torch.no_grad()
     def encode(self, texts: list[str], batch_size: int = 256) -> torch.Tensor:
         """Latents (N, L, d) of observation texts in the space the diffusion model samples in
-        (the EMA target encoder's): simulation starts from these and the proposal bank holds them."""
+        (the EMA target encoder's): simulation starts from these and the proposal bank holds them.
+        Each distinct text is encoded once; once the encoder is frozen (or never trains) its latents are
+        cached, so the proposal bank, calibration, projector and baselines do not re-encode the logs
+        (a pretrained encoder runs ~75 texts/s on 2 cores)."""
+        if bool(self.encoder_frozen) or not self.encoder.cfg.trainable:
+            return self._cached_latents(texts, batch_size)
+        distinct = list(dict.fromkeys(texts))
+        z = self._encode_distinct(distinct, batch_size)
+        where = {t: i for i, t in enumerate(distinct)}
+        return z[torch.tensor([where[t] for t in texts], dtype=torch.long)]
+
+    def _encode_distinct(self, texts: list[str], batch_size: int) -> torch.Tensor:
+        if not texts:
+            n, d = self.encoder.cfg.n_latents, self.encoder.cfg.d_latent
+            return torch.zeros(0, n, d, device=self.device)
         return torch.cat([self.target_encoder(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)])
 
     def freeze_encoder(self) -> None:
@@ -142,14 +156,16 @@ class WorldModelModule(L.LightningModule):
         self._latents.clear()
 
     @torch.no_grad()
-    def _cached_latents(self, texts: list[str]) -> torch.Tensor:
+    def _cached_latents(self, texts: list[str], batch_size: int = 256) -> torch.Tensor:
         missing = [t for t in dict.fromkeys(texts) if t not in self._latents]
         if missing:
             was = self.target_encoder.training
             self.target_encoder.eval()
-            for text, z in zip(missing, self.encode(missing)):
+            for text, z in zip(missing, self._encode_distinct(missing, batch_size)):
                 self._latents[text] = z
             self.target_encoder.train(was)
+        if not texts:
+            return self._encode_distinct([], batch_size)
         return torch.stack([self._latents[t] for t in texts])
 
     def vocab_embeddings(self) -> torch.Tensor:
