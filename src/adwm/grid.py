@@ -104,6 +104,7 @@ def _hash(obj) -> str:
 def expand(spec: GridSpec) -> list[Run]:
     """Every combination of axis values and seeds, with the folders of what its runs share."""
     from adwm.config import load_config
+    from adwm.envs.registry import env_signature
 
     out = Path(spec.out)
     axes = list(spec.axes.items())
@@ -117,6 +118,7 @@ def expand(spec: GridSpec) -> list[Run]:
             cfg = load_config([*ovr, f"run.root={root}"], "quickstart")
             # keys of what runs may share: the config without the run's own folder in any path
             c = json.loads(json.dumps(OmegaConf.to_container(cfg, resolve=True)).replace(str(root), "<run>"))
+            c["env"] = env_signature(c["env"])
             data_key = _hash({k: c[k] for k in ("seed", "env", "agent", "policy", "collect", "family", "ground_truth")})
             fit = {k: c[k] for k in ("data", "encoder", "world_model", "fit")} | {
                 "joint": c["ablation"]["joint_encoder"]

@@ -22,7 +22,7 @@ import numpy as np
 from adwm.atomic import atomic_write_json
 from adwm.data.rollout import EpisodeJob, run_episodes
 from adwm.data.schema import Episode, LogFormatError, parse_episode
-from adwm.envs.registry import EnvConfig, make_env
+from adwm.envs.registry import EnvConfig, env_signature, make_env
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import PolicyConfig
 from adwm.policies.loading import model_fingerprint
@@ -116,7 +116,7 @@ def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = 
             "weights": {b.policy.name: model_fingerprint(b.policy.model) for b in cfg.behaviour},
             "seed": seed,
             "seed_offset": cfg.seed_offset,
-            "env": asdict(env_cfg),
+            "env": env_signature(env_cfg),
         },
     )
     done = repair_and_scan(out)

@@ -6,13 +6,14 @@ episode does does not depend on which other episodes share its batch.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from adwm.data.schema import Episode, StepRecord
-from adwm.envs.base import TextEnv
+from adwm.envs.base import EnvCrashed, TextEnv, logged_admissible
 from adwm.policies.base import AgentState, Policy, sample_index
 
 
@@ -35,7 +36,7 @@ class _Slot:
 
 def _choose(policy: Policy, states: list[AgentState], rngs: list[np.random.Generator], record: bool):
     """Actions, and their behaviour log-probs when `record` (one model call either way)."""
-    if record and all(s.admissible for s in states):
+    if record and not any(policy.generates(s) for s in states) and all(s.admissible for s in states):
         dists = policy.log_distributions(states)
         idx = [sample_index(d, r) for d, r in zip(dists, rngs)]
         return [s.admissible[i] for s, i in zip(states, idx)], [float(d[i]) for d, i in zip(dists, idx)]
@@ -50,16 +51,26 @@ def run_episodes(
     on_episode: Callable[[Episode], None],
     n_envs: int = 64,
     record_logprob: bool = False,
+    max_retries: int = 3,
 ) -> None:
-    """Play every job to the end, calling `on_episode` as each one finishes."""
+    """Play every job to the end, calling `on_episode` as each one finishes. An episode whose environment
+    crashed (`EnvCrashed`) is replayed from scratch with the same seeds, at most `max_retries` times; its
+    partial steps are dropped, so logs only ever hold whole episodes."""
     pending = list(jobs)[::-1]
+    retries: dict[tuple[str, int], int] = {}
     envs = [make_env() for _ in range(min(n_envs, len(pending)))]
 
     def start(env: TextEnv) -> _Slot | None:
         if not pending:
             return None
         job = pending.pop()
-        reset = env.reset(job.env_seed)
+        for attempt in range(max_retries + 1):
+            try:
+                reset = env.reset(job.env_seed)
+                break
+            except EnvCrashed as err:
+                if attempt == max_retries:
+                    raise RuntimeError(f"episode {job.index} (env seed {job.env_seed}): {err}") from err
         state = AgentState(reset.task, reset.observation, [], reset.admissible)
         return _Slot(job, env, np.random.default_rng(list(job.rng_seed)), state, [])
 
@@ -74,10 +85,21 @@ def run_episodes(
                 actions, logps = _choose(policy, states, [slots[i].rng for i in active], record_logprob)
                 for i, action, logp in zip(active, actions, logps):
                     slot = slots[i]
-                    step = slot.env.step(action)
-                    slot.steps.append(
-                        StepRecord(slot.state.observation, action, step.reward, step.done, slot.state.admissible, logp)
-                    )
+                    try:
+                        step = slot.env.step(action)
+                    except EnvCrashed as err:  # the backend was restarted: replay the episode from its reset
+                        key = (slot.job.policy, slot.job.index)
+                        retries[key] = retries.get(key, 0) + 1
+                        if retries[key] > max_retries:
+                            raise RuntimeError(
+                                f"episode {slot.job.index} (env seed {slot.job.env_seed}): {err}"
+                            ) from err
+                        warnings.warn(f"episode {slot.job.index}: {err}; replaying it", stacklevel=2)
+                        pending.append(slot.job)
+                        slots[i] = start(slot.env)
+                        continue
+                    adm = logged_admissible(slot.state.admissible)
+                    slot.steps.append(StepRecord(slot.state.observation, action, step.reward, step.done, adm, logp))
                     if step.done:
                         on_episode(
                             Episode(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from adwm.envs.base import TextEnv
 from adwm.envs.builtin import BuiltinEnv, BuiltinEnvConfig
+from adwm.envs.scienceworld import ScienceWorldConfig, ScienceWorldEnv
+from adwm.envs.textworld import TextWorldConfig, TextWorldEnv
 
 
 @dataclass
@@ -15,11 +17,23 @@ class EnvConfig:
     max_steps: int = 30  # episode horizon: about twice the longest gold plan
     gamma: float = 0.95  # discount of J = E[sum gamma^(t-1) r_t]; < 1 rewards short solutions
     builtin: BuiltinEnvConfig = field(default_factory=BuiltinEnvConfig)
+    scienceworld: ScienceWorldConfig = field(default_factory=ScienceWorldConfig)
+    textworld: TextWorldConfig = field(default_factory=TextWorldConfig)
 
 
 ENVS: dict[str, Callable[[EnvConfig], TextEnv]] = {
     "builtin": lambda cfg: BuiltinEnv(cfg.builtin, max_steps=cfg.max_steps),
+    "scienceworld": lambda cfg: ScienceWorldEnv(cfg.scienceworld, max_steps=cfg.max_steps),
+    "textworld": lambda cfg: TextWorldEnv(cfg.textworld, max_steps=cfg.max_steps),
 }
+
+
+def env_signature(cfg: EnvConfig | dict) -> dict:
+    """The env config as stored in signatures and cache keys: the common fields plus only the active
+    environment's section, so adding an adapter (or editing an unused section) does not invalidate what
+    was made for another environment."""
+    d = asdict(cfg) if not isinstance(cfg, dict) else dict(cfg)
+    return {k: v for k, v in d.items() if k not in ENVS or k == d["name"]}
 
 
 def make_env(cfg: EnvConfig) -> TextEnv:

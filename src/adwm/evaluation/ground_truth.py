@@ -20,7 +20,7 @@ import numpy as np
 from adwm.atomic import atomic_write_json
 from adwm.data.rollout import EpisodeJob, run_episodes
 from adwm.data.schema import Episode
-from adwm.envs.registry import EnvConfig, make_env
+from adwm.envs.registry import EnvConfig, env_signature, make_env
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import PolicyConfig
 from adwm.policies.loading import model_fingerprint
@@ -55,7 +55,7 @@ def ground_truth(
             "n_episodes": cfg.n_episodes,
             "seed_offset": cfg.seed_offset,
             "seed": seed,
-            "env": asdict(env_cfg),
+            "env": env_signature(env_cfg),
             "policy": asdict(pcfg),
             "weights": model_fingerprint(pcfg.model),
         }

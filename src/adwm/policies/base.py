@@ -56,6 +56,10 @@ class Policy(ABC):
     def log_prob(self, state: AgentState, action: str) -> float:
         return self.log_probs([state], [action])[0]
 
+    def generates(self, state: AgentState) -> bool:
+        """Whether this policy writes its action in `state` instead of choosing from `state.admissible`."""
+        return False
+
 
 def require_admissible(states: Sequence[AgentState], who: str) -> None:
     for s in states:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import Dataset
 
-from adwm.envs.base import TextEnv
+from adwm.envs.base import TextEnv, logged_admissible
 from adwm.policies.base import AgentState
 from adwm.policies.prompt import render_prompt
 
@@ -34,18 +34,19 @@ def gold_demos(
     for seed in seeds:
         reset = env.reset(seed)
         state = AgentState(reset.task, reset.observation, [], reset.admissible)
-        texts += [reset.task, reset.observation, *reset.admissible]
+        texts += [reset.task, reset.observation, *(logged_admissible(reset.admissible) or [])]
         while True:
             gold = env.gold_actions()
             if not gold:
-                raise RuntimeError(f"{env.name}: no gold action from a state of seed {seed}")
+                hint = " (its gold path is fixed from reset: use noise 0 for this environment)" if noise else ""
+                raise RuntimeError(f"{env.name}: no gold action from a state of seed {seed}{hint}")
             demos.append(Demo(render_prompt(template, state, history_turns), gold[0]))
-            action = gold[0] if rng.random() >= noise else rng.choice(state.admissible)
+            action = gold[0] if rng.random() >= noise else rng.choice(list(state.admissible))
             step = env.step(action)
             texts.append(step.observation)
             if step.done:
                 break
-            texts += step.admissible
+            texts += logged_admissible(step.admissible) or []  # lists fetched on demand are not fetched for this
             state = AgentState(
                 state.task, step.observation, [*state.history, (state.observation, action)], step.admissible
             )

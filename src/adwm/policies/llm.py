@@ -105,6 +105,9 @@ class LLMPolicy(Policy):
     def _generates(self, state: AgentState) -> bool:
         return self.cfg.mode == "generate" or state.admissible is None
 
+    def generates(self, state: AgentState) -> bool:
+        return self._generates(state)
+
     def act(self, states: Sequence[AgentState], rngs: Sequence[np.random.Generator]) -> list[str]:
         gen = [i for i, s in enumerate(states) if self._generates(s)]
         if not gen:

@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from adwm.atomic import atomic_write_json
-from adwm.envs.registry import EnvConfig, make_env
+from adwm.envs.registry import EnvConfig, env_signature, make_env
 from adwm.policies.bc import BehaviourCloningModule
 from adwm.policies.bc_data import DemoDataset, gold_demos
 from adwm.policies.llm import PolicyConfig
@@ -62,7 +62,7 @@ def training_signature(agent: AgentConfig, variant: str, env_cfg: EnvConfig, pro
         "lr": agent.lr,
         "batch_size": agent.batch_size,
         "seed_offset": agent.seed_offset,
-        "env": asdict(env_cfg),
+        "env": env_signature(env_cfg),
         "seed": seed,
         "prompt_template": prompt.prompt_template,
         "history_turns": prompt.history_turns,

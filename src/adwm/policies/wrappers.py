@@ -34,9 +34,12 @@ class EpsilonGreedy(Policy):
         log_eps, log_keep = np.log(self.eps), np.log1p(-self.eps)
         return [np.logaddexp(log_keep + b, log_eps + u) for b, u in zip(base, uniform)]
 
+    def generates(self, state: AgentState) -> bool:
+        return self.base.generates(state)
+
     def act(self, states: Sequence[AgentState], rngs: Sequence[np.random.Generator]) -> list[str]:
-        require_admissible(states, "epsilon-greedy")
         explore = [r.random() < self.eps for r in rngs]
+        require_admissible([s for s, e in zip(states, explore) if e], "epsilon-greedy")  # only where it explores
         actions: list[str | None] = [None] * len(states)
         for i, (s, r) in enumerate(zip(states, rngs)):
             if explore[i]:
@@ -47,3 +50,16 @@ class EpsilonGreedy(Policy):
             for i, a in zip(rest, chosen):
                 actions[i] = a
         return actions  # type: ignore[return-value]
+
+    def log_probs(self, states: Sequence[AgentState], actions: Sequence[str]) -> list[float]:
+        """log((1 - eps) base(a|s) + eps 1[a in A(s)] / |A(s)|): exact also for a base that writes its
+        action (generate mode), whose text may lie outside the admissible list."""
+        if self.eps == 0.0:
+            return self.base.log_probs(states, actions)
+        require_admissible(states, "epsilon-greedy")
+        uniform = [-np.log(len(s.admissible)) if a in s.admissible else -np.inf for s, a in zip(states, actions)]
+        if self.eps == 1.0:
+            return [float(u) for u in uniform]
+        base = self.base.log_probs(states, actions)
+        log_eps, log_keep = np.log(self.eps), np.log1p(-self.eps)
+        return [float(np.logaddexp(log_keep + b, log_eps + u)) for b, u in zip(base, uniform)]
