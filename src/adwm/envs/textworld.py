@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,14 +58,18 @@ class TextWorldConfig:
     cache: str = "runs/cache/textworld"  # generated games, reused across runs
 
 
+# jericho (under textworld) warns on every generated game that it cannot detect score changes by itself;
+# this adapter reads scores from textworld's own state, so the warning says nothing here
+warnings.filterwarnings("ignore", message=r".*(is not fully supported|in an unsupported game).*")
 _PROMPT_TAIL = re.compile(r"\n*>[^\n]*$")  # "\n\n>   <spaces>  -= Kitchen =-0/4": the prompt and status line
+_RESTART = re.compile(r"\n*Would you like to RESTART.*$", re.S)  # the interpreter's menu after a win or loss
 
 
 def clean_feedback(text: str, objective: str | None = None) -> str:
     """Drop the opening banner (everything before the objective) and the prompt/status line at the end."""
     if objective and objective in text:
         text = text[text.index(objective) + len(objective) :]
-    text = _PROMPT_TAIL.sub("", text.rstrip())
+    text = _RESTART.sub("", _PROMPT_TAIL.sub("", text.rstrip()))
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
