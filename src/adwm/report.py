@@ -182,10 +182,14 @@ def timing_table(timings: list[dict], label: str = "cell") -> str:
 
 def estimates_table(rows: list[dict]) -> str:
     """Policies as rows; J with its standard error, then ADWM per variant and each baseline."""
-    cols = list(dict.fromkeys(f"adwm ({r['variant']})" if r["estimator"] == "adwm" else r["estimator"] for r in rows))
+
+    def column(r: dict) -> str:
+        return f"adwm ({r['variant']})" if r["estimator"] == "adwm" and "variant" in r else r["estimator"]
+
+    cols = list(dict.fromkeys(column(r) for r in rows))
     table: dict[str, dict] = {}
     for r in rows:
-        col = f"adwm ({r['variant']})" if r["estimator"] == "adwm" else r["estimator"]
+        col = column(r)
         t = table.setdefault(r["policy"], {"J": f"{r['J_true']:.3f} +- {r['J_true_se']:.3f}"})
         t[col] = "NaN" if r["J_hat"] is None or not np.isfinite(r["J_hat"]) else f"{r['J_hat']:.3f}"
     lines = ["| policy | J | " + " | ".join(cols) + " |", "|---" * (len(cols) + 2) + "|"]
