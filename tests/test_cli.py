@@ -92,6 +92,17 @@ def test_fit_with_the_packaged_minilm_encoder_by_override(smoke_overrides, tmp_p
     assert ckpt["state_dict"]["encoder.backbone.embeddings.word_embeddings.weight"].shape[1] == 384
 
 
+def test_fit_with_a_frozen_encoder_caches_latents_from_the_first_step(smoke_overrides, tmp_path):
+    assert main(["collect", *smoke_overrides, *UNIFORM_LOG]) == 0
+    assert main(["fit", *smoke_overrides, "ablation.joint_encoder=false"]) == 0
+    ckpt = torch.load(tmp_path / "fit" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    state = ckpt["state_dict"]
+    assert bool(state["encoder_frozen"])  # trained on cached latents of the never-trained encoder
+    enc = {k[len("encoder.") :]: v for k, v in state.items() if k.startswith("encoder.")}
+    target = {k[len("target_encoder.") :]: v for k, v in state.items() if k.startswith("target_encoder.")}
+    assert enc.keys() == target.keys() and all(torch.equal(enc[k], target[k]) for k in enc)
+
+
 def test_fit_on_a_missing_log_names_the_path(smoke_overrides, tmp_path, capsys):
     assert main(["fit", *smoke_overrides, f"data.log={tmp_path}/nowhere.jsonl"]) == 2
     assert "nowhere.jsonl" in capsys.readouterr().err

@@ -107,7 +107,9 @@ def fit(cfg: DictConfig) -> Path:
         ckpt_path = None
     checkpoint = ModelCheckpoint(dirpath=ckpt_dir, save_last=True, every_n_train_steps=fcfg.checkpoint_every_n_steps)
     callbacks = [checkpoint] + ([rollout_evaluator(cfg, dm, fcfg, run_dir)] if fcfg.rollout_eval else [])
-    if fcfg.encoder_share < 1 and module.encoder.cfg.trainable:
+    if not module.encoder.cfg.trainable:
+        module.freeze_encoder()  # a frozen encoder's latents are fixed: encode each text once, from step 0
+    elif fcfg.encoder_share < 1:
         callbacks.append(FreezeEncoder(fcfg.encoder_share, fcfg.max_minutes))
     logger = build_logger(to_object(cfg.logger), run_dir, "fit", OmegaConf.to_container(cfg))
     trainer = build_trainer(
