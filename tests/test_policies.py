@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from adwm.envs import BuiltinEnv
+from adwm.envs.base import OnDemandActions, logged_admissible
 from adwm.policies.base import AgentState, UniformPolicy
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy, PolicyConfig
@@ -115,6 +116,50 @@ def test_generate_mode_log_prob_is_the_decoding_probability(tiny_lm_dir):
     logp = torch.log_softmax(logits, -1)
     expected = sum(logp[len(prompt) - 1 + k, t].item() for k, t in enumerate(ids))
     assert policy.log_prob(state, action) == pytest.approx(expected, abs=1e-6)
+
+
+def test_epsilon_greedy_over_a_writing_agent_reads_the_list_only_when_it_explores(tiny_lm_dir):
+    """eps-mixture of a generate-mode agent: p(a) = (1-eps) p_gen(a) + eps 1[a in A] / |A|, and the
+    (expensive) admissible list is fetched only by the random branch or by log_probs."""
+    gen = LLMPolicy(PolicyConfig(name="gen", model=tiny_lm_dir, mode="generate", temperature=1.0, max_new_tokens=4))
+    fetched = []
+    listed = ["go north", "look", "take apple"]
+
+    def fetch():
+        fetched.append(1)
+        return listed
+
+    def state() -> AgentState:
+        return AgentState("Find the apple.", "You are in the kitchen.", [], OnDemandActions(fetch))
+
+    mix = EpsilonGreedy(gen, 0.5)
+    rngs = [np.random.default_rng([2, i]) for i in range(12)]
+    explore = [np.random.default_rng([2, i]).random() < 0.5 for i in range(12)]
+    batch = [state() for _ in range(12)]
+    mix.act(batch, rngs)
+    assert sum(s.admissible.fetched for s in batch) == sum(explore) and 0 < sum(explore) < 12
+    s = state()
+    written = gen.act([s], [np.random.default_rng(0)])[0]
+    assert not s.admissible.fetched
+    p_gen = np.exp(gen.log_prob(s, written))
+    in_list = written in listed
+    assert np.exp(mix.log_prob(s, written)) == pytest.approx(0.5 * p_gen + 0.5 * in_list / 3, rel=1e-9)
+    assert np.exp(mix.log_prob(s, "take apple")) == pytest.approx(
+        0.5 * np.exp(gen.log_prob(s, "take apple")) + 0.5 / 3, rel=1e-9
+    )
+    assert mix.generates(s) and not EpsilonGreedy(UniformPolicy(), 0.5).generates(s)
+
+
+def test_on_demand_actions_expire_and_log_as_null_when_unread():
+    calls = []
+    adm = OnDemandActions(lambda: calls.append(1) or ["b", "a"])
+    assert logged_admissible(adm) is None and not calls  # never read: the log stores null
+    assert adm.index("a") == 1 and list(adm) == ["b", "a"] and adm == ["b", "a"] and len(calls) == 1
+    assert logged_admissible(adm) == ["b", "a"]
+    late = OnDemandActions(lambda: ["c"])
+    late.expire()
+    with pytest.raises(RuntimeError, match="after its environment moved"):
+        len(late)
 
 
 def test_generate_mode_greedy_decoding(tiny_lm_dir):
