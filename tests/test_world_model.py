@@ -233,6 +233,31 @@ def test_calibrated_edit_head_proposes_the_logged_number_of_actions(dm):
     assert got == true
 
 
+def test_candidate_cap_keeps_the_highest_edit_head_scores(dm):
+    wm = make(dm).eval()
+    b = next(iter(dm.train_dataloader()))
+    with torch.no_grad():
+        z = wm.encode(b["texts"])
+        vocab = wm.vocab_embeddings()
+        c = wm.context(z, b["history_obs"], b["history_actions"], vocab, b["task"])
+        a = vocab[b["history_actions"][:, -1]]
+        z_next, prev = z[b["next_obs"]], b["admissible"]
+        logits = wm.heads.next_proposal_logits(z_next, c, a, prev, vocab)
+    wm.next_proposal_threshold.fill_(-1e9)  # an uncalibrated head that proposes the whole vocabulary
+    full = wm.propose_next(z_next, c, a, prev)
+    assert bool(full.all())
+    k = 3
+    capped = wm.propose_next(z_next, c, a, prev, max_candidates=k)
+    assert (capped.sum(-1) == k).all()
+    for row, lg in zip(capped, logits):
+        assert set(torch.nonzero(row).flatten().tolist()) == set(lg.topk(k).indices.tolist())
+    wm.next_proposal_threshold.fill_(1e9)  # nothing passes: the fallback sets are capped too
+    assert (wm.propose_next(z_next, c, a, prev, max_candidates=k).sum(-1) <= k).all()
+    assert torch.equal(
+        wm.propose_next(z_next, c, a, prev, max_candidates=len(wm.actions)), wm.propose_next(z_next, c, a, prev)
+    )
+
+
 def test_save_load_round_trip_keeps_vocabulary_and_outputs(dm, tmp_path):
     wm = make(dm)
     trainer = train(wm, dm, 3)

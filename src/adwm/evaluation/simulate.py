@@ -28,6 +28,7 @@ class SimulateConfig:
     ci_resamples: int = 2000  # bootstrap resamples of the rollout returns
     ci_level: float = 0.95
     snap: bool = False  # replace each sampled latent by the nearest logged one (keeps rollouts on the data)
+    max_candidates: int = 64  # cap on a simulated candidate set (0 = none); logged builtin lists hold <= 20
 
 
 @dataclass
@@ -112,11 +113,11 @@ def simulate(
     returns = []
     for lo in range(0, cfg.n_rollouts, cfg.batch_size):
         batch = [starts[i] for i in pick[lo : lo + cfg.batch_size]]
-        returns.append(_rollout_batch(wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg.snap))
+        returns.append(_rollout_batch(wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg))
     return np.concatenate(returns)
 
 
-def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, continuation, snap) -> np.ndarray:
+def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, continuation, cfg) -> np.ndarray:
     b = len(starts)
     tasks = [s.task for s in starts]
     z = wm.encode([s.observation for s in starts])  # (B, L, d)
@@ -151,10 +152,10 @@ def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, co
             def context_after(z0, window=window, a=a):
                 return window.shifted(z0, a).context(wm)
 
-            log_c = continuation.log_c(context_after, c, a, cand, tasks, policy, live)
+            log_c = continuation.log_c(context_after, c, a, cand, tasks, policy, live, cfg.max_candidates)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
         z_next = wm.sampler.sample(eps_fn, tuple(z.shape), gen)
-        if snap:
+        if cfg.snap:
             if wm.proposal_bank is None:
                 raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
             z_next = wm.proposal_bank.latents[wm.proposal_bank.nearest(z_next)].view_as(z_next)
@@ -166,7 +167,7 @@ def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, co
         if not alive.any():
             break
         # (4) next candidate sets and the shifted history window
-        cand = wm.propose_next(z_next, c, a, cand)
+        cand = wm.propose_next(z_next, c, a, cand, cfg.max_candidates)
         window = window.shifted(z_next, a)
         z = z_next
     return ret.numpy()

@@ -109,6 +109,7 @@ class Continuation:
         tasks: list[str],
         policy_cfg,
         live: list[int] | None = None,
+        max_candidates: int = 0,
     ) -> Callable[[torch.Tensor], torch.Tensor]:
         """log C as a function of z0 (B, L, d) -> (B,); rows outside `live` (finished rollouts) get 0
         and so no guidance, and cost nothing."""
@@ -116,7 +117,7 @@ class Continuation:
         live = list(range(c.size(0))) if live is None else live
 
         def fn(z0: torch.Tensor) -> torch.Tensor:
-            nxt = wm.propose_next(z0.detach()[live], c[live], a[live], cand[live])  # not differentiated
+            nxt = wm.propose_next(z0.detach()[live], c[live], a[live], cand[live], max_candidates)  # not differentiated
             ids = [torch.nonzero(row).flatten() for row in nxt]
             texts = [[wm.actions[j] for j in row.tolist()] for row in ids]
             behaviour = wm.heads.behaviour_logits(context_after(z0)[live], wm.vocab_embeddings())  # (B', V)

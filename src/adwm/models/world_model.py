@@ -251,16 +251,23 @@ class WorldModelModule(L.LightningModule):
         return sets
 
     @torch.no_grad()
-    def propose_next(self, z_next: torch.Tensor, c: torch.Tensor, a: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+    def propose_next(
+        self, z_next: torch.Tensor, c: torch.Tensor, a: torch.Tensor, prev: torch.Tensor, max_candidates: int = 0
+    ) -> torch.Tensor:
         """Candidate actions (B, V) bool of simulated next states, as an edit of the current sets prev (B, V);
-        a row left empty falls back to `propose` on the state alone, then to the whole vocabulary."""
-        sets = (
-            self.heads.next_proposal_logits(z_next, c, a, prev, self.vocab_embeddings()) > self.next_proposal_threshold
-        )
+        a row left empty falls back to `propose` on the state alone, then to the whole vocabulary. With
+        `max_candidates` > 0 a larger set keeps its highest-scoring actions under the edit head: every
+        candidate is scored by the agent each step, so an untrained head's whole-vocabulary sets would
+        make simulation cost grow with the log's vocabulary (logged lists are far smaller: builtin <= 20)."""
+        logits = self.heads.next_proposal_logits(z_next, c, a, prev, self.vocab_embeddings())
+        sets = logits > self.next_proposal_threshold
         empty = ~sets.any(-1)
         if empty.any():
             sets[empty] = self.propose(z_next[empty])
         sets[~sets.any(-1)] = True  # never an empty set: the whole logged vocabulary as the last resort
+        if 0 < max_candidates < sets.size(-1):
+            top = logits.masked_fill(~sets, float("-inf")).topk(max_candidates, dim=-1).indices
+            sets = sets & torch.zeros_like(sets).scatter_(1, top, True)
         return sets
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
