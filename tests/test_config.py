@@ -31,7 +31,7 @@ def test_overrides_experiment_and_group_choice():
     [
         (
             ["env.nokey=3"],
-            r"command line: unknown config key 'env.nokey'; allowed keys here: \['builtin', 'gamma', 'max_steps', 'name'\]",
+            r"command line: unknown config key 'env.nokey'; allowed keys here: \['builtin', 'gamma', 'max_steps', 'name', 'scienceworld', 'textworld'\]",
         ),
         (["typo=1"], r"command line: unknown config key 'typo'"),
         (
@@ -39,7 +39,10 @@ def test_overrides_experiment_and_group_choice():
             r"command line: config key 'env.max_steps': Value 'many' of type 'str' could not be converted to Integer",
         ),
         (["env.builtin.locked_door_prob=[1]"], r"config key 'env.builtin.locked_door_prob'"),
-        (["env=marsworld"], r"unknown choice 'marsworld' for group 'env'; choose from \['builtin'\]"),
+        (
+            ["env=marsworld"],
+            r"unknown choice 'marsworld' for group 'env'; choose from \['builtin', 'scienceworld', 'textworld_cooking'\]",
+        ),
         (
             ["logger=tensorboard"],
             r"unknown choice 'tensorboard' for group 'logger'; choose from \['csv', 'none', 'wandb'\]",
