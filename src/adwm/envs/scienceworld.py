@@ -141,8 +141,9 @@ class ScienceWorldEnv:
                     f"env.scienceworld.tasks: unknown task '{task}'; choose from {self._sw.get_task_names()}"
                 )
             getter = {"train": "getVariationsTrain", "dev": "getVariationsDev", "test": "getVariationsTest"}[split]
-            self._sw.load(task, 0, self.cfg.simplification, False)
-            self._variations[key] = list(getattr(self._sw.server, getter)())
+            self._call(self._sw.load, task, 0, self.cfg.simplification, False)
+            self._episode = None  # the simulator now holds another task: the next reset reloads its own
+            self._variations[key] = list(self._call(getattr(self._sw.server, getter)))
         return self._variations[key]
 
     def task_for_seed(self, seed: int) -> tuple[str, int]:
