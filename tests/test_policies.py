@@ -118,6 +118,29 @@ def test_generate_mode_log_prob_is_the_decoding_probability(tiny_lm_dir):
     assert policy.log_prob(state, action) == pytest.approx(expected, abs=1e-6)
 
 
+def test_batched_writing_log_probs_match_a_full_forward_pass_per_state(tiny_lm_dir):
+    """Several states of different prompt lengths in one padded batch: each log p(text) equals a plain,
+    uncached forward pass over prompt + text for that state alone."""
+    cfg = PolicyConfig(name="gen", model=tiny_lm_dir, mode="generate", temperature=0.7, max_new_tokens=6)
+    policy = LLMPolicy(cfg)
+    states = [
+        AgentState("Find the apple.", "You are in the kitchen.", [], None),
+        AgentState("Put the key in the box.", "You are in the hall. A red box is here. The door is locked.", [], None),
+        AgentState("Go west.", "Dark.", [], None),
+    ]
+    actions = ["take the apple", "open the red box", "go west now please"]
+    model, tok = load_causal_lm(tiny_lm_dir)
+    want = []
+    for state, action in zip(states, actions):
+        prompt = tok(render_prompt(cfg.prompt_template, state, cfg.history_turns))["input_ids"]
+        ids = tok(action + cfg.action_suffix, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logp = torch.log_softmax(model(torch.tensor([prompt + ids])).logits[0].double() / cfg.temperature, -1)
+        want.append(sum(logp[len(prompt) - 1 + k, t].item() for k, t in enumerate(ids)))
+    np.testing.assert_allclose(policy.generation_log_probs(states, actions), want, atol=1e-5)
+    np.testing.assert_allclose(policy.log_probs(states, actions), want, atol=1e-5)
+
+
 def test_epsilon_greedy_over_a_writing_agent_reads_the_list_only_when_it_explores(tiny_lm_dir):
     """eps-mixture of a generate-mode agent: p(a) = (1-eps) p_gen(a) + eps 1[a in A] / |A|, and the
     (expensive) admissible list is fetched only by the random branch or by log_probs."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,7 +13,7 @@ from adwm.models.projector import ProjectorConfig, ProjectorModule, candidate_lo
 from adwm.policies.base import AgentState
 from adwm.policies.llm import LLMPolicy, PolicyConfig
 from adwm.policies.soft_prompt import SoftPromptScorer
-from adwm.project import _batches
+from adwm.project import _batches, cap_candidates
 from helpers import uniform_log_world_model
 
 
@@ -134,3 +135,16 @@ def test_cached_and_differentiable_soft_scoring_agree(setup):
         assert float((grad - ref_grad).norm() / ref_grad.norm()) < 1e-6
     finally:
         scorer.model.float()
+
+
+def test_candidate_cap_keeps_the_logged_action_and_the_logged_order():
+    rng = np.random.default_rng(0)
+    cands = [f"action {i}" for i in range(40)]
+    states = [{"task": "t", "observation": "o", "candidates": cands, "logged": k} for k in (0, 17, 39)]
+    states.append({"task": "t", "observation": "o", "candidates": cands[:5], "logged": 2})  # under the cap
+    out = cap_candidates(states, 8, rng)
+    for before, after in zip(states[:3], out[:3]):
+        assert len(after["candidates"]) == 8
+        assert after["candidates"][after["logged"]] == before["candidates"][before["logged"]]
+        assert after["candidates"] == sorted(after["candidates"], key=cands.index)  # logged order kept
+    assert out[3] == states[3] and cap_candidates(states, 0, rng) == states

@@ -3,6 +3,7 @@ the RolloutEvaluator callback inside a one-epoch fit."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -129,3 +130,58 @@ def test_snapping_keeps_every_simulated_latent_on_a_logged_one(world):
     assert seen
     for z in seen:  # each simulated latent is an exact copy of a logged one
         assert (z[:, None, :] == bank[None]).all(-1).any(-1).all()
+
+
+def test_first_steps_without_a_list_get_proposed_candidates_and_sets_are_capped(world):
+    """A first step logged without its list (on-demand lists) starts from the world model's proposals; a
+    large logged first list is cut to the `max_candidates` actions the proposal head scores highest."""
+    wm, dm = world
+    starts = logged_starts(dm)
+    seen = []
+    propose_next = wm.propose_next
+
+    def recorded(z_next, c, a, prev, max_candidates=0):
+        seen.append(prev.clone())
+        return propose_next(z_next, c, a, prev, max_candidates)
+
+    wm.propose_next = recorded
+    try:
+        bare = [dataclasses.replace(s, admissible=None) for s in starts]
+        sim = SimulateConfig(n_rollouts=4, batch_size=4)
+        out = simulate(wm, PolicyConfig(name="u", kind="uniform"), None, bare, sim, GuidanceConfig(eta=0.0), 0.95, 2, 0)
+        assert np.all(np.isfinite(out)) and seen and bool(seen[0].any(-1).all())
+        # a start whose list is the whole vocabulary, capped at 3 by the proposal head's scores
+        everything = [dataclasses.replace(s, admissible=list(range(len(wm.actions)))) for s in starts]
+        seen.clear()
+        sim = SimulateConfig(n_rollouts=4, batch_size=4, max_candidates=3)
+        simulate(wm, PolicyConfig(name="u", kind="uniform"), None, everything, sim, GuidanceConfig(eta=0.0), 0.95, 2, 0)
+    finally:
+        wm.propose_next = propose_next
+    assert (seen[0].sum(-1) == 3).all()
+    rng = np.random.default_rng(0)
+    z = wm.encode([everything[i].observation for i in rng.integers(0, len(everything), 4)])
+    with torch.no_grad():
+        logits = wm.heads.proposal_logits(z, wm.vocab_embeddings())
+    capped = wm.cap_candidates(z, torch.ones(4, len(wm.actions), dtype=torch.bool), 3)
+    for row, lg in zip(capped, logits):
+        assert set(torch.nonzero(row).flatten().tolist()) == set(lg.topk(3).indices.tolist())
+
+
+def test_tail_value_of_a_writing_agent_uses_the_probability_of_writing_the_logged_action(world, bc_agent_dir):
+    from adwm.guidance.continuation import TailConfig, _writing_log_probs, fit_tail_value
+
+    wm, dm = world
+    pcfg = PolicyConfig(name="w", model=bc_agent_dir, mode="generate", eps=0.2, history_turns=0, max_new_tokens=8)
+    agent = LLMPolicy(pcfg)
+    items = [x for x in dm.train_items if x["admissible"]][:12]
+    states = [
+        AgentState(
+            dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]], [], [dm.actions[a] for a in x["admissible"]]
+        )
+        for x in items
+    ]
+    actions = [dm.actions[x["action"]] for x in items]
+    live = np.maximum(build_policy(pcfg).log_probs(states, actions), np.log(1e-6))  # eps mixture, one by one
+    np.testing.assert_allclose(_writing_log_probs(agent, pcfg, states, actions), live, atol=1e-4)
+    value = fit_tail_value(wm, pcfg, agent, dm, TailConfig(transitions=16, steps=5), seed=0)
+    assert torch.isfinite(value(wm.encode([dm.observations[0]]))).all()

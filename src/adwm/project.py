@@ -51,6 +51,23 @@ def _batches(states: list[dict], batch_size: int, shuffle: bool, seed: int) -> D
     return DataLoader(states, batch_size, shuffle=shuffle, generator=gen if shuffle else None, collate_fn=collate)
 
 
+def cap_candidates(states: list[dict], cap: int, rng: np.random.Generator) -> list[dict]:
+    """Each state's candidates cut to `cap` (0 = no cut): the logged action and a uniform sample of the
+    others, in their logged order. The distillation then matches the agent's two readings on that subset."""
+    out = []
+    for s in states:
+        n = len(s["candidates"])
+        if not 0 < cap < n:
+            out.append(s)
+            continue
+        others = np.delete(np.arange(n), s["logged"])
+        keep = np.sort(np.append(rng.choice(others, cap - 1, replace=False), s["logged"]))
+        out.append(
+            {**s, "candidates": [s["candidates"][i] for i in keep], "logged": int(np.searchsorted(keep, s["logged"]))}
+        )
+    return out
+
+
 def world_model_path(cfg: DictConfig) -> Path:
     path = Path(cfg.project.world_model)
     if not path.is_file():
@@ -76,6 +93,8 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
     meta = out_dir / "settings.json"
     if ckpt.is_file() and meta.is_file() and json.loads(meta.read_text()) == settings:
         return ckpt  # cached: same world model, agent backbone and settings
+    if proj_cfg.max_candidates < 0 or proj_cfg.max_candidates == 1:
+        raise ValueError(f"projector.max_candidates: expected 0 (all) or at least 2, got {proj_cfg.max_candidates}")
     L.seed_everything(cfg.seed, verbose=False)
     wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu")
     policy = LLMPolicy(pcfg, "policy")
@@ -88,6 +107,7 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
     if proj_cfg.max_train_states and len(train) > proj_cfg.max_train_states:
         train = [train[i] for i in rng.permutation(len(train))[: proj_cfg.max_train_states]]
     val = [val[i] for i in rng.permutation(len(val))[:512]]  # held-out logs; a sample keeps validation short
+    train, val = cap_candidates(train, proj_cfg.max_candidates, rng), cap_candidates(val, proj_cfg.max_candidates, rng)
     n, d = wm.encoder.cfg.n_latents, wm.encoder.cfg.d_latent
     module = ProjectorModule(asdict(proj_cfg), (n, d), pcfg.model).attach(wm, policy)
     logger = build_logger(to_object(cfg.logger), out_dir, "project", OmegaConf.to_container(cfg))

@@ -39,7 +39,7 @@ class ScienceWorldConfig:
     simplification: str = "easy"  # comma-separated simplification string ("" for none)
     observation: list[str] = field(default_factory=lambda: ["result", "look"])  # parts of each observation
     admissible: str = "on_demand"  # on_demand: fetch the valid list when read | always | never (free text only)
-    log_admissible_rate: float = 0.0  # share of steps whose valid list is fetched for the log anyway
+    log_admissible_rate: float = 0.0  # share of steps (after the first, always logged) whose list is logged anyway
     gold_cache: str = "runs/cache/scienceworld_gold"  # gold sequences per task/variation/simplification
     step_timeout_s: float = 30.0  # a JVM call slower than this is a hang: kill, restart, replay the episode
 
@@ -229,8 +229,10 @@ class ScienceWorldEnv:
         if mode == "never":
             return None
         self._offered = actions = OnDemandActions(self._valid)
-        rate = self.cfg.log_admissible_rate  # which steps are logged is a function of (seed, t): reproducible
-        if mode == "always" or (rate > 0 and (zlib.crc32(f"{seed}:{t}".encode()) % 10_000) < rate * 10_000):
+        # which steps are logged is a function of (seed, t): reproducible. The first step's list is always
+        # logged (one fetch per episode): simulated rollouts start from logged first steps and their lists.
+        rate = self.cfg.log_admissible_rate
+        if mode == "always" or t == 0 or (rate > 0 and (zlib.crc32(f"{seed}:{t}".encode()) % 10_000) < rate * 10_000):
             len(actions)  # fetch now: the log keeps it
         return actions
 

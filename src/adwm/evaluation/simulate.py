@@ -29,13 +29,16 @@ class SimulateConfig:
     ci_level: float = 0.95
     snap: bool = False  # replace each sampled latent by the nearest logged one (keeps rollouts on the data)
     max_candidates: int = 64  # cap on a simulated candidate set (0 = none); logged builtin lists hold <= 20
+    # A writing (generate-mode) agent also picks among the candidates, with probability proportional to
+    # exp(score / T) where its score is the log-probability of writing the action: the world model can only
+    # simulate actions from its logged vocabulary.
 
 
 @dataclass
 class Start:
     task: str
     observation: str
-    admissible: list[int]  # logged-action ids
+    admissible: list[int] | None  # logged-action ids; None: not logged, the world model proposes the set
 
 
 @dataclass
@@ -72,13 +75,14 @@ class Window:
 
 
 def logged_starts(dm) -> list[Start]:
-    """First steps of every logged episode (train and validation) that have an admissible list."""
+    """First steps of every logged episode (train and validation), with their admissible lists where logged."""
     out = []
     for x in dm.train_items + dm.val_items:
-        if x["t"] == 0 and x["admissible"]:
-            out.append(Start(dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]], list(x["admissible"])))
+        if x["t"] == 0:
+            adm = list(x["admissible"]) if x["admissible"] else None
+            out.append(Start(dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]], adm))
     if not out:
-        raise ValueError(f"{dm.cfg.log}: no logged first step with an admissible list to start rollouts from")
+        raise ValueError(f"{dm.cfg.log}: no logged first step to start rollouts from")
     return out
 
 
@@ -123,8 +127,14 @@ def _rollout_batch(wm, policy, reader, starts, guidance, gamma, horizon, gen, co
     z = wm.encode([s.observation for s in starts])  # (B, L, d)
     vocab = wm.vocab_embeddings()
     cand = torch.zeros(b, len(wm.actions), dtype=torch.bool)
+    unlisted = [i for i, s in enumerate(starts) if s.admissible is None]
     for i, s in enumerate(starts):
-        cand[i, s.admissible] = True
+        if s.admissible is not None:
+            cand[i, s.admissible] = True
+    if unlisted:  # a first step logged without its list: the world model proposes one
+        cand[unlisted] = wm.propose(z[unlisted])
+        cand[~cand.any(-1)] = True
+    cand = wm.cap_candidates(z, cand, cfg.max_candidates)
     # the task stays in the history for the whole rollout
     window = Window.start(z, wm.encode(tasks), wm.hparams.window, vocab.size(1))
     alive = torch.ones(b, dtype=torch.bool)

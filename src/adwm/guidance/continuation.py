@@ -52,29 +52,29 @@ def fit_tail_value(
     `score_cache` keeps the agent's text scores of the sampled states per checkpoint: they do not
     depend on temperature or eps, so an eps family scores them once."""
     rng = np.random.default_rng(seed)
-    items = [x for x in dm.train_items if x["admissible"] and x["action"] in x["admissible"]]
+    writing = llm_policy is not None and policy_cfg.mode == "generate"
+    if writing:  # log pi_e(a|o) is the probability of writing a; the uniform branch needs the logged list
+        items = [x for x in dm.train_items if policy_cfg.eps == 0 or x["admissible"]]
+    else:
+        items = [x for x in dm.train_items if x["admissible"] and x["action"] in x["admissible"]]
+    if not items:
+        raise ValueError(f"{dm.cfg.log}: no logged transition to fit the continuation tail value on")
     items = [items[i] for i in rng.permutation(len(items))[: cfg.transitions]]
     states = [
         AgentState(
-            dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]], [], [dm.actions[a] for a in x["admissible"]]
+            dm.tasks[x["task"]],
+            dm.observations[x["history_obs"][-1]],
+            [],
+            [dm.actions[a] for a in x["admissible"]] if x["admissible"] else None,
         )
         for x in items
     ]
-    if llm_policy is None:
-        scores = [np.zeros(len(s.admissible)) for s in states]
-    elif score_cache is not None and policy_cfg.model in score_cache:
-        scores = score_cache[policy_cfg.model]
+    if writing:
+        reward = torch.tensor(
+            _writing_log_probs(llm_policy, policy_cfg, states, [dm.actions[x["action"]] for x in items])
+        )
     else:
-        scores = llm_policy.action_scores(states)
-        if score_cache is not None:
-            score_cache[policy_cfg.model] = scores
-    reward = torch.tensor(
-        [
-            float(action_log_probs(torch.as_tensor(sc), policy_cfg)[x["admissible"].index(x["action"])])
-            for sc, x in zip(scores, items)
-        ],
-        dtype=torch.float32,
-    )
+        reward = _choice_log_probs(llm_policy, policy_cfg, states, items, score_cache)
     z = world_model.encode([dm.observations[x["history_obs"][-1]] for x in items]).flatten(1)
     z_next = world_model.encode([dm.observations[x["next_obs"]] for x in items]).flatten(1)
     done = torch.tensor([float(x["done"]) for x in items])
@@ -92,6 +92,38 @@ def fit_tail_value(
         if (step + 1) % cfg.target_every == 0:
             target.load_state_dict(value.state_dict())
     return value.eval().requires_grad_(False)
+
+
+def _choice_log_probs(llm_policy, policy_cfg, states, items, score_cache) -> torch.Tensor:
+    """log pi_e(a|o) of each logged action for an agent that chooses from the admissible list."""
+    if llm_policy is None:
+        scores = [np.zeros(len(s.admissible)) for s in states]
+    elif score_cache is not None and policy_cfg.model in score_cache:
+        scores = score_cache[policy_cfg.model]
+    else:
+        scores = llm_policy.action_scores(states)
+        if score_cache is not None:
+            score_cache[policy_cfg.model] = scores
+    return torch.tensor(
+        [
+            float(action_log_probs(torch.as_tensor(sc), policy_cfg)[x["admissible"].index(x["action"])])
+            for sc, x in zip(scores, items)
+        ],
+        dtype=torch.float32,
+    )
+
+
+def _writing_log_probs(llm_policy, policy_cfg, states, actions) -> np.ndarray:
+    """log pi_e(a|o) of each logged action for a writing agent: (1 - eps) p_gen(a) + eps 1[a in A] / |A|,
+    floored at log 1e-6 (an action it would never write gives a large negative per-step value, not -inf)."""
+    base = llm_policy.generation_log_probs(states, actions)
+    eps = policy_cfg.eps
+    if eps > 0:
+        uniform = np.array(
+            [-np.log(len(s.admissible)) if a in s.admissible else -np.inf for s, a in zip(states, actions)]
+        )
+        base = np.logaddexp(np.log1p(-eps) + base, np.log(eps) + uniform) if eps < 1 else uniform
+    return np.maximum(base, np.log(1e-6)).astype(np.float32)
 
 
 class Continuation:

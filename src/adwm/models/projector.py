@@ -38,6 +38,9 @@ class ProjectorConfig:
     max_epochs: int = 2
     max_minutes: float = 0.4  # per agent backbone (the main job trains three)
     max_train_states: int = 2000  # distinct logged states sampled for training (0 = all)
+    # candidates per state in the distillation (the logged action and a random sample of the rest; 0 = all):
+    # the agent scores each twice a step, and ScienceWorld's valid lists hold ~100-1400 (builtin <= 20)
+    max_candidates: int = 32
 
 
 class Projector(nn.Module):

@@ -251,6 +251,16 @@ class WorldModelModule(L.LightningModule):
         return sets
 
     @torch.no_grad()
+    def cap_candidates(self, z: torch.Tensor, sets: torch.Tensor, max_candidates: int) -> torch.Tensor:
+        """Sets (B, V) of latent states z (B, L, d) cut to their `max_candidates` actions (0 = no cut) with
+        the highest proposal-head scores: a logged first list can hold ~1000 valid actions (ScienceWorld)."""
+        if not 0 < max_candidates < int(sets.sum(-1).max()):
+            return sets
+        logits = self.heads.proposal_logits(z, self.vocab_embeddings())
+        top = logits.masked_fill(~sets, float("-inf")).topk(max_candidates, dim=-1).indices
+        return sets & torch.zeros_like(sets).scatter_(1, top, True)
+
+    @torch.no_grad()
     def propose_next(
         self, z_next: torch.Tensor, c: torch.Tensor, a: torch.Tensor, prev: torch.Tensor, max_candidates: int = 0
     ) -> torch.Tensor:

@@ -69,14 +69,24 @@ class StepFeatures:
                 + [a for s in states for a in (s.admissible or [])]
             )
         )
-        e = embed(texts)
-        e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
-        self.index = {t: k for k, t in enumerate(texts)}
-        self.emb, self.horizon = e, horizon
+        self.embed, self.horizon = embed, horizon
+        self.index: dict[str, int] = {}
+        self.emb = np.zeros((0, 0))
+        self._add(texts)
         self.states = states
         self.t = np.array([len(s.history) for s in states])
-        self.e_obs = e[[self.index[s.observation] for s in states]]
-        self.e_task = e[[self.index[s.task] for s in states]]
+        self.e_obs = self.emb[[self.index[s.observation] for s in states]]
+        self.e_task = self.emb[[self.index[s.task] for s in states]]
+
+    def _add(self, texts: Sequence[str]) -> None:
+        """Embed the texts not seen yet (unit norm) and index them."""
+        new = [t for t in dict.fromkeys(texts) if t not in self.index]
+        if not new:
+            return
+        e = self.embed(new)
+        e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+        self.emb = e if not self.index else np.concatenate([self.emb, e])
+        self.index.update({t: len(self.index) + k for k, t in enumerate(new)})
 
     def rows(self, e_act: np.ndarray) -> np.ndarray:
         """(M, F) features of every logged state with action embeddings `e_act` (M, d)."""
@@ -95,4 +105,16 @@ class StepFeatures:
         e_bar = np.stack(
             [np.exp(d) @ self.emb[[self.index[a] for a in s.admissible]] for s, d in zip(self.states, dists)]
         )
+        return self.rows(e_bar)
+
+    def expected_written(self, samples: Sequence[Sequence[str]], eps: float) -> np.ndarray:
+        """E_{a~pi}[phi(s, a)] per logged state for a writing agent with eps mixing: the mean embedding of
+        the actions it wrote in that state (a Monte Carlo estimate of its generation's expectation) times
+        1 - eps, plus eps times the mean embedding of the state's admissible list."""
+        self._add([a for row in samples for a in row])
+        e_bar = np.stack([self.emb[[self.index[a] for a in row]].mean(0) for row in samples])
+        if eps > 0:
+            e_bar = (1 - eps) * e_bar + eps * np.stack(
+                [self.emb[[self.index[a] for a in s.admissible]].mean(0) for s in self.states]
+            )
         return self.rows(e_bar)

@@ -5,6 +5,12 @@ rule: the agent's summed log-likelihood scores of the admissible actions, its
 temperature, then the exact epsilon mixture `(1 - eps) pi + eps / |A(s)|`.
 Scores depend only on the checkpoint and the prompt, so one pass over the log
 serves a whole epsilon family; they are cached on disk per checkpoint.
+
+A writing agent (`mode: generate`) is not a distribution over the list: its
+probability of a logged action is the probability of writing that text at its
+temperature, mixed exactly with the uniform branch,
+`(1 - eps) p_gen(a) + eps 1[a in A(s)] / |A(s)|`; expectations under it (the
+action-value baselines) use K actions it writes per logged state.
 """
 
 from __future__ import annotations
@@ -40,12 +46,15 @@ def logged_states(episodes: Sequence[Episode]) -> list[AgentState]:
     return out
 
 
-def require_candidates(states: Sequence[AgentState], log: str) -> None:
+def require_candidates(states: Sequence[AgentState], log: str, policy: str = "") -> None:
     for k, s in enumerate(states):
         if not s.admissible:
+            who = f" of policy '{policy}'" if policy else ""
             raise ValueError(
                 f"{log}: logged step {k} has no admissible action list; the baselines need the candidate "
-                "actions to compute the evaluated policy's probabilities"
+                f"actions to compute the evaluated policy's probabilities{who} (a policy that chooses from "
+                "the list or mixes in a uniform choice from it; log the lists, e.g. with "
+                "env.scienceworld.log_admissible_rate=1)"
             )
 
 
@@ -62,33 +71,27 @@ class _Fixed(Policy):
 
 
 class ScoreCache:
-    """The agents' summed log-likelihood scores of every logged state's admissible actions, per checkpoint."""
+    """The agents' per-state outputs on the logged states (scores of the admissible actions, log-probs of
+    writing the logged action, written samples), cached on disk per checkpoint, prompt and log."""
 
     def __init__(self, folder: Path | None, log_id: str) -> None:
         self.folder, self.log_id, self.memory = folder, log_id, {}
 
-    def key(self, pcfg: PolicyConfig) -> str:
+    def key(self, pcfg: PolicyConfig, **extra) -> str:
         prompt = {k: getattr(pcfg, k) for k in ("model", "tokenizer", "gguf_file", "prompt_template", "history_turns")}
         prompt |= {"action_suffix": pcfg.action_suffix, "weights": model_fingerprint(pcfg.model), "log": self.log_id}
-        return hashlib.sha1(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha1(json.dumps(prompt | extra, sort_keys=True).encode()).hexdigest()[:16]
 
-    def scores(self, pcfg: PolicyConfig, states: Sequence[AgentState]) -> list[np.ndarray]:
-        key = self.key(pcfg)
-        if key in self.memory:
-            return self.memory[key]
-        path = self.folder / f"scores_{key}.npz" if self.folder is not None else None
+    def ragged(self, name: str, compute) -> list[np.ndarray]:
+        """Per-state float arrays, computed once per `name` (a cache key) and kept in an .npz file."""
+        if name in self.memory:
+            return self.memory[name]
+        path = self.folder / f"{name}.npz" if self.folder is not None else None
         if path is not None and path.is_file():
             with np.load(path) as z:
                 flat, bounds = z["flat"], z["bounds"]
         else:
-            base = dataclasses.replace(pcfg, eps=0.0, temperature=1.0)
-            # logs revisit states: score each distinct (prompt, candidates) once
-            keys = [(render_prompt(pcfg.prompt_template, s, pcfg.history_turns), tuple(s.admissible)) for s in states]
-            first = {k: i for i, k in reversed(list(enumerate(keys)))}
-            unique = list(first)
-            scored = LLMPolicy(base, f"policy '{pcfg.name}'").action_scores([states[first[k]] for k in unique])
-            by_key = dict(zip(unique, scored))
-            per_state = [by_key[k] for k in keys]
+            per_state = compute()
             flat = np.concatenate(per_state) if per_state else np.zeros(0)
             bounds = np.cumsum([0] + [len(s) for s in per_state])
             if path is not None:
@@ -96,8 +99,74 @@ class ScoreCache:
                 np.savez(buf, flat=flat, bounds=bounds)
                 atomic_write_bytes(path, buf.getvalue())
         out = [flat[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
+        self.memory[name] = out
+        return out
+
+    def scores(self, pcfg: PolicyConfig, states: Sequence[AgentState]) -> list[np.ndarray]:
+        """Summed log-likelihood (T = 1) of each state's admissible actions."""
+
+        def compute() -> list[np.ndarray]:
+            base = dataclasses.replace(pcfg, eps=0.0, temperature=1.0, mode="score")
+            # logs revisit states: score each distinct (prompt, candidates) once
+            keys = [(render_prompt(pcfg.prompt_template, s, pcfg.history_turns), tuple(s.admissible)) for s in states]
+            first = {k: i for i, k in reversed(list(enumerate(keys)))}
+            unique = list(first)
+            scored = LLMPolicy(base, f"policy '{pcfg.name}'").action_scores([states[first[k]] for k in unique])
+            by_key = dict(zip(unique, scored))
+            return [by_key[k] for k in keys]
+
+        return self.ragged(f"scores_{self.key(pcfg)}", compute)
+
+    def written(self, pcfg: PolicyConfig, states: Sequence[AgentState], actions: Sequence[str]) -> np.ndarray:
+        """log p_gen(a_k | s_k): the writing agent's probability (at its temperature) of each logged action."""
+
+        def compute() -> list[np.ndarray]:
+            base = dataclasses.replace(pcfg, eps=0.0, mode="generate")
+            return list(LLMPolicy(base, f"policy '{pcfg.name}'").generation_log_probs(states, actions)[:, None])
+
+        key = self.key(pcfg, temperature=pcfg.temperature, kind="written")
+        return np.concatenate(self.ragged(f"written_{key}", compute))
+
+    def samples(self, pcfg: PolicyConfig, states: Sequence[AgentState], k: int, seed: int) -> list[list[str]]:
+        """k actions the writing agent (at its temperature, no eps) writes in each state, reproducible per seed."""
+        key = self.key(pcfg, temperature=pcfg.temperature, k=k, seed=seed, kind="samples")
+        if key in self.memory:
+            return self.memory[key]
+        path = self.folder / f"samples_{key}.json" if self.folder is not None else None
+        if path is not None and path.is_file():
+            out = json.loads(path.read_text())
+        else:
+            policy = LLMPolicy(dataclasses.replace(pcfg, eps=0.0, mode="generate"), f"policy '{pcfg.name}'")
+            rows = [s for s in states for _ in range(k)]
+            rngs = [np.random.default_rng([seed, i, j]) for i in range(len(states)) for j in range(k)]
+            flat: list[str] = []
+            step = pcfg.batch_states
+            for lo in range(0, len(rows), step):
+                flat += policy.act(rows[lo : lo + step], rngs[lo : lo + step])
+            out = [flat[i * k : (i + 1) * k] for i in range(len(states))]
+            if path is not None:
+                atomic_write_bytes(path, json.dumps(out).encode())
         self.memory[key] = out
         return out
+
+
+def writes(pcfg: PolicyConfig) -> bool:
+    """Whether the evaluated policy writes its actions (generate mode) rather than choosing from the list."""
+    return pcfg.kind == "llm" and pcfg.mode == "generate" and uses_model(pcfg)
+
+
+def writing_log_probs(
+    pcfg: PolicyConfig, states: Sequence[AgentState], actions: Sequence[str], cache: ScoreCache
+) -> np.ndarray:
+    """log pi_e(a_k | s_k) of each logged action for a writing policy, with its exact eps mixture
+    (1 - eps) p_gen(a) + eps 1[a in A(s)] / |A(s)|; the uniform branch needs each logged list."""
+    base = cache.written(pcfg, states, actions)
+    if pcfg.eps == 0:
+        return base
+    uniform = np.array([-np.log(len(s.admissible)) if a in s.admissible else -np.inf for s, a in zip(states, actions)])
+    if pcfg.eps == 1:
+        return uniform
+    return np.logaddexp(np.log1p(-pcfg.eps) + base, np.log(pcfg.eps) + uniform)
 
 
 def policy_distributions(pcfg: PolicyConfig, states: Sequence[AgentState], cache: ScoreCache) -> list[np.ndarray]:
@@ -119,29 +188,34 @@ def same_policy(a: PolicyConfig, b: PolicyConfig) -> bool:
     return strip(a) == strip(b) and model_fingerprint(a.model) == model_fingerprint(b.model)
 
 
+def chosen_log_probs(states: Sequence[AgentState], actions: Sequence[str], dists: Sequence[np.ndarray]) -> np.ndarray:
+    """log pi_e(a_k | s_k) read off per-state distributions over the admissible lists (-inf off the list)."""
+    return np.array(
+        [float(d[s.admissible.index(a)]) if a in s.admissible else -np.inf for s, a, d in zip(states, actions, dists)]
+    )
+
+
 def ope_data(
     episodes: Sequence[Episode],
-    states: Sequence[AgentState],
-    dists: Sequence[np.ndarray],
+    log_pi: np.ndarray,
     gamma: float,
     identical: set[str] = frozenset(),
 ) -> OPEData:
-    """Padded arrays (absorbing padding) with log pi_e - log pi_b of each logged action; NaN where the log
-    has no behaviour log-probability. Episodes logged by a policy named in `identical` (the evaluated
-    policy itself under another name) get ratio exactly 1, not 1 up to the float noise of batched scoring."""
+    """Padded arrays (absorbing padding) with log pi_e - log pi_b of each logged action (`log_pi`, flat in
+    episode-major step order); NaN where the log has no behaviour log-probability. Episodes logged by a
+    policy named in `identical` (the evaluated policy itself under another name) get ratio exactly 1, not
+    1 up to the float noise of batched scoring."""
     n, t_max = len(episodes), max(len(ep.steps) for ep in episodes)
     rewards, log_ratio = np.zeros((n, t_max)), np.zeros((n, t_max))
     mask = np.zeros((n, t_max), dtype=bool)
     k = 0
     for i, ep in enumerate(episodes):
         for t, step in enumerate(ep.steps):
-            cands = states[k].admissible
-            lp_e = float(dists[k][cands.index(step.action)]) if step.action in cands else float("-inf")
             lp_b = step.behavior_logprob
             rewards[i, t], mask[i, t] = step.reward, True
             if ep.policy in identical:
                 log_ratio[i, t] = 0.0
             else:
-                log_ratio[i, t] = np.nan if lp_b is None else lp_e - lp_b
+                log_ratio[i, t] = np.nan if lp_b is None else float(log_pi[k]) - lp_b
             k += 1
     return OPEData(rewards=rewards, mask=mask, log_ratio=log_ratio, gamma=gamma)

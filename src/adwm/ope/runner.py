@@ -28,12 +28,15 @@ from adwm.ope.features import FEATURES, StepFeatures, default_text_model, senten
 from adwm.ope.linear_q import QDataset, Ridge, fit_fqe, fit_return_regression
 from adwm.ope.logged import (
     ScoreCache,
+    chosen_log_probs,
     logged_actions,
     logged_states,
     ope_data,
     policy_distributions,
     require_candidates,
     same_policy,
+    writes,
+    writing_log_probs,
 )
 from adwm.policies.loading import model_fingerprint
 
@@ -47,6 +50,7 @@ class OPEConfig:
     ridge: float = 1.0  # L2 penalty of the linear Q models (DM, FQE)
     fqe_iterations: int = 0  # 0: until converged (at most the longest episode + 50 backups)
     max_episodes: int = 0  # 0: every logged episode; else the first N (bounds scoring time on long logs)
+    written_samples: int = 4  # writing (generate-mode) agents: actions written per logged state for E_pi[Q]
     ci_resamples: int = 2000  # bootstrap resamples per estimate (unit: logged episode)
     ci_level: float = 0.95
     log: str = "${data.log}"
@@ -62,6 +66,8 @@ def _validate(cfg: OPEConfig) -> None:
         raise ValueError(f"ope.ci_level: expected a value in (0, 1), got {cfg.ci_level}")
     if cfg.ci_resamples < 1 or cfg.max_episodes < 0:
         raise ValueError("ope.ci_resamples must be >= 1 and ope.max_episodes >= 0")
+    if cfg.written_samples < 1:
+        raise ValueError(f"ope.written_samples: expected >= 1, got {cfg.written_samples}")
     build_estimators(cfg.estimators, cfg.clip)
 
 
@@ -137,8 +143,7 @@ class _Context:
         if cfg.max_episodes:
             episodes = episodes[: cfg.max_episodes]
         self.cfg, self.gamma, self.episodes = cfg, gamma, episodes
-        self.states = logged_states(episodes)
-        require_candidates(self.states, str(log))
+        self.states, self.log = logged_states(episodes), str(log)
         self.actions = logged_actions(episodes)
         st = log.stat()
         self.scores = ScoreCache(folder, f"{log.resolve()}:{st.st_size}:{st.st_mtime_ns}:{len(episodes)}")
@@ -153,11 +158,21 @@ class _Context:
             self.ridge = Ridge(self.ds.phi, cfg.ridge)
 
     def estimate(self, pcfg, estimators, seed: int, identical: set[str]) -> dict:
-        dists = policy_distributions(pcfg, self.states, self.scores)
-        data = ope_data(self.episodes, self.states, dists, self.gamma, identical)
+        if not writes(pcfg) or pcfg.eps > 0:  # a choice from the list, or a uniform branch over it
+            require_candidates(self.states, self.log, pcfg.name)
+        if writes(pcfg):  # the agent writes its action: probabilities of the logged texts, sampled expectations
+            log_pi = writing_log_probs(pcfg, self.states, self.actions, self.scores)
+        else:
+            dists = policy_distributions(pcfg, self.states, self.scores)
+            log_pi = chosen_log_probs(self.states, self.actions, dists)
+        data = ope_data(self.episodes, log_pi, self.gamma, identical)
         info = {}
         if self.ds is not None:
-            phi_pi = self.features.expected(dists)
+            if writes(pcfg):
+                samples = self.scores.samples(pcfg, self.states, self.cfg.written_samples, seed)
+                phi_pi = self.features.expected_written(samples, pcfg.eps)
+            else:
+                phi_pi = self.features.expected(dists)
             data.q["dm"] = fit_return_regression(self.ds, phi_pi, self.gamma, self.ridge)
             data.q["fqe"], info = fit_fqe(self.ds, phi_pi, self.gamma, self.ridge, self.cfg.fqe_iterations)
         out = {}

@@ -141,16 +141,31 @@ class LLMPolicy(Policy):
     def log_probs(self, states: Sequence[AgentState], actions: Sequence[str]) -> list[float]:
         if not any(self._generates(s) for s in states):
             return super().log_probs(states, actions)
-        out = []
-        for s, a in zip(states, actions):
-            if not self._generates(s):
-                out += super().log_probs([s], [a])
-                continue
+        out = [0.0] * len(states)
+        gen = [i for i, s in enumerate(states) if self._generates(s)]
+        for i, lp in zip(gen, self.generation_log_probs([states[i] for i in gen], [actions[i] for i in gen])):
+            out[i] = float(lp)
+        scored = [i for i in range(len(states)) if not self._generates(states[i])]
+        if scored:
+            for i, lp in zip(scored, super().log_probs([states[i] for i in scored], [actions[i] for i in scored])):
+                out[i] = lp
+        return out
+
+    def generation_log_probs(self, states: Sequence[AgentState], actions: Sequence[str]) -> np.ndarray:
+        """log p(action | state) of writing each action (plus the suffix) at this policy's temperature,
+        batched over states -> (N,) float64; at T = 0, 0 where greedy decoding writes it, else -inf."""
+        out = np.zeros(len(states))
+        step = self.cfg.batch_states
+        for start in range(0, len(states), step):
+            chunk = range(start, min(start + step, len(states)))
+            prompts = [self.prompt_ids(states[i]) for i in chunk]
+            conts = [self._encode_action(actions[i]) for i in chunk]
             scores = score_continuations(
-                self.model, [self.prompt_ids(s)], [self._encode_action(a)], [0], self.pad_id, self.cfg.temperature
+                self.model, prompts, conts, list(range(len(prompts))), self.pad_id, self.cfg.temperature
             )
-            if self.cfg.temperature == 0:
-                out.append(0.0 if scores.greedy[0] else float("-inf"))
-            else:
-                out.append(float(scores.token_logprobs[0].sum()))
+            for j, i in enumerate(chunk):
+                if self.cfg.temperature == 0:
+                    out[i] = 0.0 if scores.greedy[j] else -np.inf
+                else:
+                    out[i] = scores.token_logprobs[j].sum()
         return out
