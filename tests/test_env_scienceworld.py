@@ -66,8 +66,7 @@ def test_gold_episode_scores_one_and_rewards_are_score_changes(env, gold_dir):
     assert isinstance(reset.admissible, OnDemandActions) and reset.admissible.fetched  # the first is always logged
     gold = env.gold_actions()
     assert gold and json.loads(next(gold_dir.glob(f"{TASK}-*.json")).read_text())["actions"] == gold
-    env.reset(0)  # generating the gold path reloads the task: start again
-    total, steps = 0.0, []
+    total, steps = 0.0, []  # generating the gold path reloaded the simulator; the episode was put back
     for action in gold:
         step = env.step(action)
         steps.append(step)

@@ -25,10 +25,20 @@ from adwm.ope.runner import run_baselines
 from adwm.policies.train_agent import is_trained, train_agent, training_signature
 
 
+def agent_env(cfg: DictConfig):
+    """The environment agents train in: `env` with the `agent.env` keys replaced."""
+    if not cfg.agent.env:
+        return to_object(cfg.env)
+    try:
+        return to_object(OmegaConf.merge(cfg.env, cfg.agent.env))
+    except Exception as err:  # an unknown key or a wrong type, named by OmegaConf
+        raise ValueError(f"agent.env: {err}".splitlines()[0]) from err
+
+
 def train_agents(cfg: DictConfig, names: list[str]) -> dict[str, Path]:
     """Train each named variant unless a checkpoint made with the same settings exists."""
     paths = {}
-    agent, env_cfg, prompt = to_object(cfg.agent), to_object(cfg.env), to_object(cfg.policy)
+    agent, env_cfg, prompt = to_object(cfg.agent), agent_env(cfg), to_object(cfg.policy)
     for name in names:
         path = Path(agent.dir) / name
         if not is_trained(path, training_signature(agent, name, env_cfg, prompt, cfg.seed)):

@@ -189,7 +189,15 @@ class ScienceWorldEnv:
         """The rest of the cached gold sequence while the episode has followed it; None once it left it."""
         if self._episode is None:
             raise RuntimeError("ScienceWorldEnv.gold_actions called before reset")
-        gold = self.gold_sequence(*self._episode)
+        episode = self._episode
+        gold = self.gold_sequence(*episode)
+        if self._episode is None:  # generating it reloaded the simulator: put the episode back where it was
+            self._call(self._sw.load, *episode, self.cfg.simplification, False)
+            self._episode = episode
+            self._call(self._sw.server.reset)
+            self._call(self._sw.server.step, "look around")
+            for action in self._taken:  # deterministic: the same state, score and valid list
+                self._call(self._sw.server.step, action)
         n = len(self._taken)
         if self._taken != gold[:n]:
             return None

@@ -36,6 +36,9 @@ class AgentConfig:
     name: str = "iter3"  # which variant `adwm train-agent` makes
     dir: str = "${run.root}/agents"  # each variant is saved to <dir>/<name>
     seed_offset: int = 1_000_000  # training tasks use seeds offset+[0, episodes): disjoint from logs and ground truth
+    # `env` keys that differ while agents train, e.g. {scienceworld: {split: train}} when the logs and the
+    # ground truth play the test variations: agents are then evaluated on variations they never trained on
+    env: dict[str, Any] = field(default_factory=dict)
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
     lr: float = 2e-3  # tiny models tolerate a high rate; cosine-decayed
     weight_decay: float = 0.01
