@@ -61,8 +61,14 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
     assert len(list((tmp_path / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
     assert (tmp_path / "agents" / "iter2" / "model.safetensors").is_file()
     assert sum(1 for _ in open(summary["behaviour_log"])) == 12
-    # a rerun resumes: nothing is retrained or recollected
+    stages = ["train_agents", "collect", "ground_truth", "fit", "project_and_evaluate", "baselines"]
+    assert list(summary["stage_seconds"]) == stages and all(summary["stage_seconds"][k] > 0 for k in stages)
+    # a rerun resumes: nothing is retrained or recollected, and each stage still reports what it cost
+    capsys.readouterr()
     assert main(["quickstart", *smoke_overrides]) == 0
+    again = json.loads(open(capsys.readouterr().out.strip().splitlines()[-1]).read())
+    assert again["stage_seconds"] == summary["stage_seconds"]
+    assert again["timings_s"]["collect"] < summary["stage_seconds"]["collect"]
 
 
 def test_fit_writes_checkpoint_and_resume_continues_the_step_count(smoke_overrides, tmp_path):

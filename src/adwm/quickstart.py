@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from adwm.atomic import atomic_write_json
 from adwm.config import to_object
-from adwm.data.collect import collect
+from adwm.data.collect import collect, seconds_spent
 from adwm.evaluate import evaluate
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth
@@ -67,6 +67,26 @@ def stage_config(cfg: DictConfig, command: str) -> DictConfig:
     out.command = command
     out.run.dir = str(Path(cfg.run.root) / command)
     return out
+
+
+def stage_seconds(
+    cfg: DictConfig, log: Path, truth: dict, estimates: dict, baselines: dict, measured: dict
+) -> dict[str, float | None]:
+    """Seconds each stage took when it ran, read from its outputs (so a resumed or reused stage reports its
+    real cost, not the instant it took to find it done); `measured` where an output records none."""
+    out = dict(measured)
+    agents = [Path(cfg.agent.dir) / name / "adwm_agent.json" for name in cfg.agent.variants]
+    if all(p.is_file() for p in agents):
+        out["train_agents"] = sum(json.loads(p.read_text()).get("seconds", 0.0) for p in agents)
+    out["collect"] = seconds_spent(log) or None  # None: a log written before collection recorded its time
+    out["ground_truth"] = sum(r.get("seconds", 0.0) for r in truth.values())
+    fit_metrics = Path(cfg.run.fit) / "metrics.json"
+    if fit_metrics.is_file():
+        out["fit"] = json.loads(fit_metrics.read_text()).get("seconds", measured["fit"])
+    out["project_and_evaluate"] = sum(e.get("seconds", 0.0) for e in estimates["estimates"].values())
+    if "baselines" in measured:
+        out["baselines"] = sum(e.get("seconds", 0.0) for e in baselines["estimates"].values())
+    return {k: None if v is None else round(float(v), 1) for k, v in out.items()}
 
 
 def quickstart(cfg: DictConfig) -> Path:
@@ -131,7 +151,8 @@ def quickstart(cfg: DictConfig) -> Path:
         "behaviour_log": str(log),
         "policies": rows,
         "metrics": {"adwm": estimates.get("metrics", {}), **baselines.get("metrics", {})},
-        "timings_s": timings,
+        "timings_s": timings,  # what this command spent per stage (0 for a stage it found done)
+        "stage_seconds": stage_seconds(cfg, log, truth, estimates, baselines, timings),  # cost when each ran
     }
     out = Path(cfg.run.dir) / "summary.json"
     atomic_write_json(out, summary)

@@ -176,7 +176,8 @@ def timing_table(timings: list[dict], label: str = "cell") -> str:
     keys = list(dict.fromkeys(k for t in timings for k in t if k not in ("cell", "seed")))
     lines = [f"| {label} | seed | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
     for t in timings:
-        lines.append(f"| {t['cell']} | {t['seed']} | " + " | ".join(str(t.get(k, "")) for k in keys) + " |")
+        cells = ("not recorded" if t.get(k, "") is None else str(t.get(k, "")) for k in keys)
+        lines.append(f"| {t['cell']} | {t['seed']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

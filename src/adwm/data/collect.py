@@ -99,6 +99,7 @@ def _check_settings(out: Path, settings: dict) -> None:
 
 def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = True) -> Path:
     """Append episodes to `cfg.out` until it holds `cfg.n_episodes`; returns the log path."""
+    began = time.time()
     if not cfg.behaviour:
         raise ValueError("collect.behaviour: expected at least one behaviour agent")
     names = [b.policy.name for b in cfg.behaviour]
@@ -148,4 +149,16 @@ def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = 
                 print(f"collect: {len(done) + count[0]}/{cfg.n_episodes} episodes ({rate:.1f}/s)", file=sys.stderr)
 
         run_episodes(lambda: make_env(env_cfg), policies, jobs, write, cfg.n_envs, record_logprob=True)
+    spent = seconds_spent(out) + time.time() - began  # across resumed runs
+    atomic_write_json(_seconds_path(out), {"seconds": round(spent, 1)})
     return out
+
+
+def _seconds_path(log: Path) -> Path:
+    return log.with_name(log.name + ".seconds.json")
+
+
+def seconds_spent(log: str | Path) -> float:
+    """Seconds spent collecting the log so far, summed over resumed runs (0 if not recorded)."""
+    path = _seconds_path(Path(log))
+    return float(json.loads(path.read_text())["seconds"]) if path.is_file() else 0.0
