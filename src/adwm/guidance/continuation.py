@@ -23,6 +23,7 @@ from torch import nn
 
 from adwm.policies.base import AgentState
 from adwm.policies.distribution import action_log_probs
+from adwm.policies.wrappers import eps_mixture
 
 
 @dataclass
@@ -116,13 +117,7 @@ def _choice_log_probs(llm_policy, policy_cfg, states, items, score_cache) -> tor
 def _writing_log_probs(llm_policy, policy_cfg, states, actions) -> np.ndarray:
     """log pi_e(a|o) of each logged action for a writing agent: (1 - eps) p_gen(a) + eps 1[a in A] / |A|,
     floored at log 1e-6 (an action it would never write gives a large negative per-step value, not -inf)."""
-    base = llm_policy.generation_log_probs(states, actions)
-    eps = policy_cfg.eps
-    if eps > 0:
-        uniform = np.array(
-            [-np.log(len(s.admissible)) if a in s.admissible else -np.inf for s, a in zip(states, actions)]
-        )
-        base = np.logaddexp(np.log1p(-eps) + base, np.log(eps) + uniform) if eps < 1 else uniform
+    base = eps_mixture(llm_policy.generation_log_probs(states, actions), states, actions, policy_cfg.eps)
     return np.maximum(base, np.log(1e-6)).astype(np.float32)
 
 

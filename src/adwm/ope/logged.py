@@ -32,7 +32,7 @@ from adwm.policies.distribution import uses_model
 from adwm.policies.llm import LLMPolicy, PolicyConfig, scores_to_log_probs
 from adwm.policies.loading import model_fingerprint
 from adwm.policies.prompt import render_prompt
-from adwm.policies.wrappers import EpsilonGreedy
+from adwm.policies.wrappers import EpsilonGreedy, eps_mixture
 
 
 def logged_states(episodes: Sequence[Episode]) -> list[AgentState]:
@@ -160,13 +160,7 @@ def writing_log_probs(
 ) -> np.ndarray:
     """log pi_e(a_k | s_k) of each logged action for a writing policy, with its exact eps mixture
     (1 - eps) p_gen(a) + eps 1[a in A(s)] / |A(s)|; the uniform branch needs each logged list."""
-    base = cache.written(pcfg, states, actions)
-    if pcfg.eps == 0:
-        return base
-    uniform = np.array([-np.log(len(s.admissible)) if a in s.admissible else -np.inf for s, a in zip(states, actions)])
-    if pcfg.eps == 1:
-        return uniform
-    return np.logaddexp(np.log1p(-pcfg.eps) + base, np.log(pcfg.eps) + uniform)
+    return eps_mixture(cache.written(pcfg, states, actions), states, actions, pcfg.eps)
 
 
 def policy_distributions(pcfg: PolicyConfig, states: Sequence[AgentState], cache: ScoreCache) -> list[np.ndarray]:

@@ -158,9 +158,10 @@ class _Context:
             self.ridge = Ridge(self.ds.phi, cfg.ridge)
 
     def estimate(self, pcfg, estimators, seed: int, identical: set[str]) -> dict:
-        if not writes(pcfg) or pcfg.eps > 0:  # a choice from the list, or a uniform branch over it
+        writing = writes(pcfg)
+        if not writing or pcfg.eps > 0:  # a choice from the list, or a uniform branch over it
             require_candidates(self.states, self.log, pcfg.name)
-        if writes(pcfg):  # the agent writes its action: probabilities of the logged texts, sampled expectations
+        if writing:  # the agent writes its action: probabilities of the logged texts, sampled expectations
             log_pi = writing_log_probs(pcfg, self.states, self.actions, self.scores)
         else:
             dists = policy_distributions(pcfg, self.states, self.scores)
@@ -168,7 +169,7 @@ class _Context:
         data = ope_data(self.episodes, log_pi, self.gamma, identical)
         info = {}
         if self.ds is not None:
-            if writes(pcfg):
+            if writing:
                 samples = self.scores.samples(pcfg, self.states, self.cfg.written_samples, seed)
                 phi_pi = self.features.expected_written(samples, pcfg.eps)
             else:

@@ -54,12 +54,17 @@ class EpsilonGreedy(Policy):
     def log_probs(self, states: Sequence[AgentState], actions: Sequence[str]) -> list[float]:
         """log((1 - eps) base(a|s) + eps 1[a in A(s)] / |A(s)|): exact also for a base that writes its
         action (generate mode), whose text may lie outside the admissible list."""
-        if self.eps == 0.0:
-            return self.base.log_probs(states, actions)
-        require_admissible(states, "epsilon-greedy")
-        uniform = [-np.log(len(s.admissible)) if a in s.admissible else -np.inf for s, a in zip(states, actions)]
-        if self.eps == 1.0:
-            return [float(u) for u in uniform]
-        base = self.base.log_probs(states, actions)
-        log_eps, log_keep = np.log(self.eps), np.log1p(-self.eps)
-        return [float(np.logaddexp(log_keep + b, log_eps + u)) for b, u in zip(base, uniform)]
+        base = self.base.log_probs(states, actions) if self.eps < 1.0 else None
+        return [float(x) for x in eps_mixture(base, states, actions, self.eps)]
+
+
+def eps_mixture(base, states: Sequence[AgentState], actions: Sequence[str], eps: float) -> np.ndarray:
+    """log((1 - eps) base(a|s) + eps 1[a in A(s)] / |A(s)|) per (state, action), from the base policy's
+    log-probs `base` (read only for eps < 1); the uniform branch needs each state's admissible list."""
+    if eps == 0.0:
+        return np.asarray(base, dtype=float)
+    require_admissible(states, "epsilon-greedy")
+    uniform = np.array([-np.log(len(s.admissible)) if a in s.admissible else -np.inf for s, a in zip(states, actions)])
+    if eps == 1.0:
+        return uniform
+    return np.logaddexp(np.log1p(-eps) + np.asarray(base, dtype=float), np.log(eps) + uniform)
