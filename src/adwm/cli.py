@@ -29,7 +29,7 @@ COMMANDS = {
     ),
     "ground-truth": (
         "Measure the true value J of every policy in the family.",
-        "Runs each policy of the family (the eps family around `policy` plus `family.off_path`) on-policy "
+        "Runs each policy of the family (the eps family around `policy` plus `family.off_path` and `family.optional`) on-policy "
         "for `ground_truth.n_episodes` episodes and writes J, its standard error and the returns to "
         "`ground_truth.out`. Policies already measured with the same settings are skipped.",
     ),
@@ -50,7 +50,7 @@ COMMANDS = {
     ),
     "evaluate": (
         "Estimate J_hat for every policy of the family with the trained world model.",
-        "For each policy (the eps family around `policy` plus `family.off_path`): its projector "
+        "For each policy (the eps family around `policy` plus `family.off_path` and `family.optional`): its projector "
         "(`adwm project`, cached per agent backbone), its continuation tail value, then "
         "`evaluate.simulate.n_rollouts` simulated rollouts from logged initial observations with the "
         "policy-guided sampler (`guidance.omega`, `guidance.eta`). Writes J_hat and a bootstrap CI per "
@@ -60,7 +60,7 @@ COMMANDS = {
         "Estimate every policy of the family with the classic off-policy baselines.",
         "IS, PDIS, WIS, WPDIS (importance weights against the logged behaviour log-probs), DM (a regression "
         "of the logged return-to-go), FQE, DR and WDR (with the FQE action values) on `ope.log`, for the eps "
-        "family around `policy` plus `family.off_path` (`ope.estimators`, clipped variants via `ope.clip`). "
+        "family around `policy` plus `family.off_path`, `family.optional` (`ope.estimators`, clipped variants via `ope.clip`). "
         "Writes each estimate with its effective sample size, flag and bootstrap CI to `ope.out`, and the "
         "family metrics per estimator when the ground truth exists.",
     ),

@@ -12,6 +12,9 @@ from adwm.policies.llm import PolicyConfig
 class FamilyConfig:
     eps: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])  # the paper's family around `policy`
     off_path: list[PolicyConfig] = field(default_factory=list)  # other checkpoints, temperatures, prompts
+    # Opt-in agents appended after off_path (family=eps_offpath_smollm2: SmolLM2, seconds a step on CPU);
+    # a separate list, so an experiment that sets its own off_path keeps them
+    optional: list[PolicyConfig] = field(default_factory=list)
 
 
 def family_policies(policy: PolicyConfig, family: FamilyConfig) -> list[PolicyConfig]:
@@ -21,7 +24,7 @@ def family_policies(policy: PolicyConfig, family: FamilyConfig) -> list[PolicyCo
         if not 0.0 <= eps <= 1.0:
             raise ValueError(f"family.eps[{k}]: expected a value in [0, 1], got {eps}")
         out.append(dataclasses.replace(policy, name=f"{policy.name}_eps{eps:g}", eps=eps))
-    out += list(family.off_path)
+    out += list(family.off_path) + list(family.optional)
     names = [p.name for p in out]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

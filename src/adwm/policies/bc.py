@@ -1,4 +1,4 @@
-"""Behaviour cloning of a causal LM on (prompt, action) pairs, as a LightningModule."""
+"""Behaviour cloning of a causal LM (or a PEFT-wrapped one) on (prompt, action) pairs, as a LightningModule."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ class BehaviourCloningModule(L.LightningModule):
         self.save_hyperparameters(ignore=["model"])
 
     def model_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        hidden = self.model.base_model(
-            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-        ).last_hidden_state  # (B, L, H)
+        lm = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # PEFT-wrapped?
+        hidden = lm.base_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        # hidden: (B, L, H)
         target = batch["labels"][:, 1:]  # position t predicts token t+1
         supervised = target != -100  # only action tokens: skip the LM head on prompt positions
         logits = self.model.get_output_embeddings()(hidden[:, :-1][supervised])  # (N, V)
@@ -41,7 +41,8 @@ class BehaviourCloningModule(L.LightningModule):
 
     def configure_optimizers(self):
         hp = self.hparams
-        opt = torch.optim.AdamW(self.model.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]  # only the adapter under LoRA
+        opt = torch.optim.AdamW(trainable, lr=hp.lr, weight_decay=hp.weight_decay)
 
         def schedule(step: int) -> float:  # linear warm-up, then cosine decay to 10%
             if step < hp.warmup_steps:

