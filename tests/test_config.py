@@ -75,3 +75,9 @@ def test_missing_package_in_resolver():
 def test_every_experiment_file_loads(experiment):
     cfg = load_config([f"experiment={experiment}"], "quickstart")
     assert cfg.experiment == experiment
+
+
+def test_a_family_that_needs_another_group_says_so():
+    with pytest.raises(ConfigError, match=r"family.optional\[0\].prompt_template.*needs another group choice"):
+        load_config(["family=eps_offpath_smollm2"])
+    assert load_config(["family=eps_offpath_smollm2", "agent=tiny_smollm2"]).family.optional[1].name == "smollm2_lora"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, InterpolationKeyError, OmegaConfBaseException
 
 from adwm.benchmark import BenchmarkConfig
 from adwm.data.collect import CollectConfig
@@ -190,7 +190,10 @@ def load_config(overrides: list[str] | None = None, command: str = "config") -> 
     try:
         OmegaConf.resolve(cfg)
     except OmegaConfBaseException as err:
-        raise ConfigError(f"config key '{err.full_key}': {str(err).splitlines()[0]}") from None
+        hint = ""
+        if isinstance(err, InterpolationKeyError):  # e.g. a family that refers to an agent group's variant
+            hint = "; no selected config sets that key: the config that refers to it needs another group choice"
+        raise ConfigError(f"config key '{err.full_key}': {str(err).splitlines()[0]}{hint}") from None
     return cfg
 
 
