@@ -81,3 +81,19 @@ def test_a_family_that_needs_another_group_says_so():
     with pytest.raises(ConfigError, match=r"family.optional\[0\].prompt_template.*needs another group choice"):
         load_config(["family=eps_offpath_smollm2"])
     assert load_config(["family=eps_offpath_smollm2", "agent=tiny_smollm2"]).family.optional[1].name == "smollm2_lora"
+
+
+def test_a_group_file_extends_another_choice(tmp_path, monkeypatch):
+    tiny, extended = load_config(["agent=tiny"]), load_config(["agent=tiny_smollm2"])
+    assert extended.agent.model == tiny.agent.model and extended.agent.lr == tiny.agent.lr
+    assert set(extended.agent.variants) == set(tiny.agent.variants) | {"smollm2_lora"}
+    assert extended.agent.variants.iter3 == tiny.agent.variants.iter3
+    root = tmp_path / "configs"
+    shutil.copytree(config_dir(), root)
+    monkeypatch.setenv("ADWM_CONFIG_DIR", str(root))
+    (root / "agent" / "loop.yaml").write_text("extends: loop\n")
+    with pytest.raises(ConfigError, match=r"loop.yaml: 'extends' forms a cycle through 'loop'"):
+        load_config(["agent=loop"])
+    (root / "agent" / "orphan.yaml").write_text("extends: small\n")
+    with pytest.raises(ConfigError, match=r"orphan.yaml: extends: unknown choice 'small' for group 'agent'"):
+        load_config(["agent=orphan"])

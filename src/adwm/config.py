@@ -134,6 +134,24 @@ def _merge(cfg: DictConfig, delta: Any, source: str, prefix: str = "") -> DictCo
         raise ConfigError(f"{source}: config key '{err.full_key}': {msg}") from None
 
 
+def _group_chain(root: Path, group: str, choice: str) -> list[tuple[Path, DictConfig]]:
+    """A group file and the files it `extends` (another choice of the same group), base first."""
+    chain: list[tuple[Path, DictConfig]] = []
+    source = ""
+    while choice is not None:
+        path = root / group / f"{choice}.yaml"
+        if not path.is_file():
+            raise ConfigError(
+                f"{source}unknown choice '{choice}' for group '{group}'; choose from {_choices(root / group)}"
+            )
+        if any(p == path for p, _ in chain):
+            raise ConfigError(f"{path}: 'extends' forms a cycle through '{choice}'")
+        delta = _load_yaml(path)
+        chain.append((path, delta))
+        choice, source = delta.pop("extends", None), f"{path}: extends: "
+    return chain[::-1]
+
+
 def _split_overrides(overrides: list[str]) -> tuple[str | None, dict[str, str], list[str]]:
     experiment, groups, dotlist = None, {}, []
     for item in overrides:
@@ -175,10 +193,8 @@ def load_config(overrides: list[str] | None = None, command: str = "config") -> 
     for group, choice in choices.items():
         if group not in GROUPS:
             raise ConfigError(f"defaults: unknown config group '{group}'; choose from {list(GROUPS)}")
-        path = root / group / f"{choice}.yaml"
-        if not path.is_file():
-            raise ConfigError(f"unknown choice '{choice}' for group '{group}'; choose from {_choices(root / group)}")
-        cfg = _merge(cfg, _load_yaml(path), str(path), prefix=group)
+        for path, delta in _group_chain(root, group, choice):
+            cfg = _merge(cfg, delta, str(path), prefix=group)
     if exp_delta is not None:
         cfg = _merge(cfg, exp_delta, str(root / "experiment" / f"{experiment}.yaml"))
     if dotlist:
