@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import lightning as L
@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from adwm.atomic import atomic_write_json
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.models.metrics import set_metrics
+from adwm.models.rollout_heads import RolloutHeadsConfig, refit_transition_heads
 from adwm.models.world_model import PROPOSALS, WorldModelModule
 from adwm.trainer import build_logger, build_trainer
 
@@ -38,6 +39,9 @@ class FitConfig:
     # latents cached, and the rest of the budget trains the dynamics and heads alone, many times faster
     # per step (1 = never freeze)
     encoder_share: float = 0.5
+    # after training: reward and termination heads refitted on open-loop replays of the logged episodes,
+    # i.e. on sampled latents and histories as simulation gives them (models/rollout_heads.py)
+    rollout_heads: RolloutHeadsConfig = field(default_factory=RolloutHeadsConfig)
 
 
 class FreezeEncoder(L.Callback):
@@ -135,6 +139,9 @@ def fit(cfg: DictConfig) -> Path:
         loader = dm.train_dataloader()
         module.calibrate_next_proposal(batch for _, batch in zip(range(32), loader))
         metrics.update(proposal_metrics(module, dm))
+    if fcfg.rollout_heads.enabled:
+        module.eval()
+        metrics.update(refit_transition_heads(module, dm, fcfg.rollout_heads, cfg.env.gamma, cfg.seed))
     trainer.save_checkpoint(last)
     atomic_write_json(run_dir / "fit_settings.json", fit_settings(cfg))
     atomic_write_json(
