@@ -28,8 +28,9 @@ from adwm.config import load_config, to_object
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.evaluation.metrics import spearman
 from adwm.evaluation.readers import SoftTokenReader
-from adwm.evaluation.simulate import SimulateConfig, Window, logged_starts, simulate
+from adwm.evaluation.simulate import SimulateConfig, logged_starts, simulate
 from adwm.guidance.composed import GuidanceConfig
+from adwm.models.rollout_heads import episodes_of, replay_open_loop
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.llm import LLMPolicy
 from adwm.project import backbone_key, load_projector
@@ -94,45 +95,31 @@ def main(overrides: list[str]) -> Path:
     return path
 
 
-@torch.no_grad()
 def replay(wm, dm, gamma: float, seed: int, n: int = 64) -> dict:
     """Held-out episodes with their logged actions, simulated open loop from the logged first observation."""
-    episodes: list[list[dict]] = []
-    for x in dm.val_items:  # items of an episode are consecutive and start at t = 0
-        if x["t"] == 0:
-            episodes.append([])
-        episodes[-1].append(x)
-    episodes = episodes[:n]
-    b, horizon = len(episodes), max(len(e) for e in episodes)
-    gen = torch.Generator().manual_seed(seed)
-    vocab = wm.vocab_embeddings()
-    window = Window.start(
-        wm.encode([dm.observations[e[0]["history_obs"][-1]] for e in episodes]),
-        wm.encode([dm.tasks[e[0]["task"]] for e in episodes]),
-        wm.hparams.window,
-        vocab.size(1),
-    )
-    sim, logged, alive = (np.zeros((b, horizon)) for _ in range(3))
-    for t in range(horizon):
-        for i, e in enumerate(episodes):
-            if t < len(e):
-                logged[i, t], alive[i, t] = e[t]["reward"], 1.0
-        a = vocab[torch.tensor([e[min(t, len(e) - 1)]["action"] for e in episodes])]
-        c = window.context(wm)
-        z_next = wm.sample_next(c, a, gen)
-        sim[:, t] = wm.heads.transition(z_next, c, a)[0].numpy()
-        window = window.shifted(z_next, a)
-    disc = gamma ** np.arange(horizon)
-    r_sim, r_log = (sim * alive * disc).sum(1), (logged * alive * disc).sum(1)
-    live = alive.sum(0) > 0
+    episodes = episodes_of(dm.val_items)[:n]
+    data = replay_open_loop(wm, dm, episodes, torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        sim = wm.heads.transition(data.z_next, data.c, data.a)[0].double()
+    disc = torch.tensor(gamma, dtype=torch.float64) ** data.t.double()
+    r_sim = torch.zeros(len(episodes), dtype=torch.float64).index_add_(0, data.episode, disc * sim).numpy()
+    r_log = torch.zeros(len(episodes), dtype=torch.float64).index_add_(0, data.episode, disc * data.reward.double())
+    r_log = r_log.numpy()
+    steps = int(data.t.max()) + 1
+    alive = torch.bincount(data.t, minlength=steps).double()
+
+    def per_step(values: torch.Tensor) -> list[float]:
+        sums = torch.zeros(steps, dtype=torch.float64).index_add_(0, data.t, values.double())
+        return [round(float(v), 4) for v in sums / alive]
+
     return {
-        "episodes": b,
+        "episodes": len(episodes),
         "return_logged": float(r_log.mean()),
         "return_simulated": float(r_sim.mean()),
         "spearman": spearman(list(r_log), list(r_sim)),
         "pearson": float(np.corrcoef(r_log, r_sim)[0, 1]),
-        "reward_per_step_logged": [round(float(v), 4) for v in (logged * alive).sum(0)[live] / alive.sum(0)[live]],
-        "reward_per_step_simulated": [round(float(v), 4) for v in (sim * alive).sum(0)[live] / alive.sum(0)[live]],
+        "reward_per_step_logged": per_step(data.reward),
+        "reward_per_step_simulated": per_step(sim),
     }
 
 
