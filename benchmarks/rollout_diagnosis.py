@@ -28,7 +28,7 @@ from adwm.config import load_config, to_object
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.evaluation.metrics import spearman
 from adwm.evaluation.readers import SoftTokenReader
-from adwm.evaluation.simulate import SimulateConfig, logged_starts, simulate
+from adwm.evaluation.simulate import SimulateConfig, logged_reward_range, logged_starts, simulate
 from adwm.guidance.composed import GuidanceConfig
 from adwm.models.rollout_heads import episodes_of, replay_open_loop
 from adwm.models.world_model import WorldModelModule
@@ -81,6 +81,7 @@ def main(overrides: list[str]) -> Path:
             cfg.env.gamma,
             horizon,
             cfg.seed,
+            reward_range=logged_reward_range(dm),
         )
         out["policies"][f"{pcfg.name}_eps{eps:g}"] = {
             "J_hat": float(returns.mean()),

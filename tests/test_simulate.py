@@ -12,7 +12,7 @@ import torch
 
 from adwm.cli import main
 from adwm.evaluation.readers import NearestTextReader
-from adwm.evaluation.simulate import SimulateConfig, bootstrap_ci, logged_starts, simulate
+from adwm.evaluation.simulate import SimulateConfig, bootstrap_ci, logged_reward_range, logged_starts, simulate
 from adwm.guidance import GuidanceConfig
 from adwm.policies.base import AgentState
 from adwm.policies.distribution import action_log_probs
@@ -185,3 +185,27 @@ def test_tail_value_of_a_writing_agent_uses_the_probability_of_writing_the_logge
     np.testing.assert_allclose(_writing_log_probs(agent, pcfg, states, actions), live, atol=1e-4)
     value = fit_tail_value(wm, pcfg, agent, dm, TailConfig(transitions=16, steps=5), seed=0)
     assert torch.isfinite(value(wm.encode([dm.observations[0]]))).all()
+
+
+def test_simulated_rewards_are_clipped_to_the_logged_range(world):
+    wm, dm = world
+    rewards = np.array([x["reward"] for x in dm.train_items])
+    lo, hi = logged_reward_range(dm)
+    assert (lo, hi) == (rewards.min(), rewards.max()) and lo == 0.0 and hi > 0
+    head = wm.heads.reward[-1]
+    saved = head.weight.detach().clone(), head.bias.detach().clone()
+    with torch.no_grad():  # a head that pays -1 on every transition, below anything logged
+        head.weight.zero_()
+        head.bias.fill_(-1.0)
+    try:
+        uniform, sim = PolicyConfig(name="u", kind="uniform"), SimulateConfig(n_rollouts=4, batch_size=4)
+        guidance, starts = GuidanceConfig(eta=0.0), logged_starts(dm)
+        raw = simulate(wm, uniform, None, starts, sim, guidance, 0.5, 3, 0, reward_range=(lo, hi))
+        unclipped = dataclasses.replace(sim, clip_rewards=False)
+        assert np.all(raw == 0.0)
+        off = simulate(wm, uniform, None, starts, unclipped, guidance, 0.5, 3, 0, reward_range=(lo, hi))
+        assert np.all(off < -0.99)  # at least the first step's -1 (termination may end a rollout)
+    finally:
+        with torch.no_grad():
+            head.weight.copy_(saved[0])
+            head.bias.copy_(saved[1])

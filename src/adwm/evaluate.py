@@ -21,7 +21,7 @@ from adwm.data.datamodule import TrajectoryDataModule
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.metrics import family_metrics
 from adwm.evaluation.readers import NearestTextReader, SoftTokenReader
-from adwm.evaluation.simulate import SimulateConfig, bootstrap_ci, logged_starts, simulate
+from adwm.evaluation.simulate import SimulateConfig, bootstrap_ci, logged_reward_range, logged_starts, simulate
 from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.distribution import uses_model
@@ -65,7 +65,17 @@ def estimate_policy(
         continuation = Continuation(wm, reader, tail)
     horizon = ecfg.simulate.horizon or cfg.env.max_steps
     returns = simulate(
-        wm, pcfg, reader, logged_starts(dm), ecfg.simulate, guidance, cfg.env.gamma, horizon, cfg.seed, continuation
+        wm,
+        pcfg,
+        reader,
+        logged_starts(dm),
+        ecfg.simulate,
+        guidance,
+        cfg.env.gamma,
+        horizon,
+        cfg.seed,
+        continuation,
+        logged_reward_range(dm),
     )
     lo, hi = bootstrap_ci(returns, ecfg.simulate.ci_resamples, ecfg.simulate.ci_level, cfg.seed)
     return {

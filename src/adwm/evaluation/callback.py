@@ -21,7 +21,7 @@ import numpy as np
 from adwm.atomic import atomic_write_json
 from adwm.evaluation.metrics import family_metrics
 from adwm.evaluation.readers import NearestTextReader
-from adwm.evaluation.simulate import SimulateConfig, logged_starts, simulate
+from adwm.evaluation.simulate import SimulateConfig, logged_reward_range, logged_starts, simulate
 from adwm.guidance.composed import GuidanceConfig
 from adwm.policies.distribution import uses_model
 from adwm.policies.llm import LLMPolicy, PolicyConfig
@@ -68,12 +68,22 @@ class RolloutEvaluator(L.Callback):
         module.eval()
         texts, admissible = self.dm.admissible_states("train")
         module.build_proposal_bank(texts, admissible)  # retrieval fallback and texts for the reader
-        starts = logged_starts(self.dm)
+        starts, reward_range = logged_starts(self.dm), logged_reward_range(self.dm)
         j_hat = {}
         for pcfg in self.policies:
             reader = self.reader_for(pcfg, module)
             returns = simulate(
-                module, pcfg, reader, starts, self.sim, self.guidance, self.gamma, self.horizon, self.seed
+                module,
+                pcfg,
+                reader,
+                starts,
+                self.sim,
+                self.guidance,
+                self.gamma,
+                self.horizon,
+                self.seed,
+                None,
+                reward_range,
             )
             j_hat[pcfg.name] = float(np.mean(returns))
         logs = {f"rollout/J_hat/{k}": v for k, v in j_hat.items()}
