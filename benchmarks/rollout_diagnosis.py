@@ -30,7 +30,7 @@ from adwm.evaluation.metrics import spearman
 from adwm.evaluation.readers import SoftTokenReader
 from adwm.evaluation.simulate import SimulateConfig, logged_reward_range, logged_starts, simulate
 from adwm.guidance.composed import GuidanceConfig
-from adwm.models.rollout_heads import episodes_of, replay_open_loop
+from adwm.models.rollout_heads import episode_returns, episodes_of, replay_open_loop
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.llm import LLMPolicy
 from adwm.project import backbone_key, load_projector
@@ -102,10 +102,7 @@ def replay(wm, dm, gamma: float, seed: int, n: int = 64) -> dict:
     data = replay_open_loop(wm, dm, episodes, torch.Generator().manual_seed(seed))
     with torch.no_grad():
         sim = wm.heads.transition(data.z_next, data.c, data.a)[0].double()
-    disc = torch.tensor(gamma, dtype=torch.float64) ** data.t.double()
-    r_sim = torch.zeros(len(episodes), dtype=torch.float64).index_add_(0, data.episode, disc * sim).numpy()
-    r_log = torch.zeros(len(episodes), dtype=torch.float64).index_add_(0, data.episode, disc * data.reward.double())
-    r_log = r_log.numpy()
+    r_sim, r_log = episode_returns(data, sim, gamma).numpy(), episode_returns(data, data.reward, gamma).numpy()
     steps = int(data.t.max()) + 1
     alive = torch.bincount(data.t, minlength=steps).double()
 

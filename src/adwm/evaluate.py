@@ -75,7 +75,7 @@ def estimate_policy(
         horizon,
         cfg.seed,
         continuation,
-        logged_reward_range(dm),
+        reward_range=logged_reward_range(dm),
     )
     lo, hi = bootstrap_ci(returns, ecfg.simulate.ci_resamples, ecfg.simulate.ci_level, cfg.seed)
     return {

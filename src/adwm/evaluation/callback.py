@@ -82,8 +82,7 @@ class RolloutEvaluator(L.Callback):
                 self.gamma,
                 self.horizon,
                 self.seed,
-                None,
-                reward_range,
+                reward_range=reward_range,
             )
             j_hat[pcfg.name] = float(np.mean(returns))
         logs = {f"rollout/J_hat/{k}": v for k, v in j_hat.items()}

@@ -64,16 +64,13 @@ def replay_open_loop(wm, dm, episodes: list[list[dict]], generator: torch.Genera
     """Replays episodes from their logged first observation with their logged actions through the
     world model's sampler (no agent, no guidance)."""
     parts = [
-        _replay_batch(wm, dm, episodes[i : i + batch_size], generator) for i in range(0, len(episodes), batch_size)
+        _replay_batch(wm, dm, episodes[i : i + batch_size], generator, first=i)
+        for i in range(0, len(episodes), batch_size)
     ]
-    out = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
-    offsets = np.cumsum([0] + [min(batch_size, len(episodes) - i) for i in range(0, len(episodes), batch_size)])
-    shift = torch.repeat_interleave(torch.tensor(offsets[:-1]), torch.tensor([len(p["t"]) for p in parts]))
-    out["episode"] = out["episode"] + shift
-    return Replayed(**out)
+    return Replayed(**{k: torch.cat([p[k] for p in parts]) for k in parts[0]})
 
 
-def _replay_batch(wm, dm, episodes: list[list[dict]], generator: torch.Generator) -> dict[str, torch.Tensor]:
+def _replay_batch(wm, dm, episodes: list[list[dict]], generator: torch.Generator, first: int) -> dict:
     vocab = wm.vocab_embeddings()
     window = Window.start(
         wm.encode([dm.observations[e[0]["history_obs"][-1]] for e in episodes]),
@@ -92,10 +89,17 @@ def _replay_batch(wm, dm, episodes: list[list[dict]], generator: torch.Generator
         rows["a"].append(a[live])
         rows["reward"].append(torch.tensor([float(e[t]["reward"]) for e in episodes if t < len(e)]))
         rows["done"].append(torch.tensor([float(e[t]["done"]) for e in episodes if t < len(e)]))
-        rows["episode"].append(torch.nonzero(live).flatten())
+        rows["episode"].append(first + torch.nonzero(live).flatten())
         rows["t"].append(torch.full((int(live.sum()),), t))
         window = window.shifted(z_next, a)
     return {k: torch.cat(v) for k, v in rows.items()}
+
+
+def episode_returns(data: Replayed, rewards: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Discounted return per replayed episode of per-row `rewards` (N,) -> (episodes,) float64."""
+    disc = torch.tensor(gamma, dtype=torch.float64) ** data.t.double()
+    n = int(data.episode.max()) + 1
+    return torch.zeros(n, dtype=torch.float64).index_add_(0, data.episode, disc * rewards.double())
 
 
 def replay_returns(wm, data: Replayed, gamma: float) -> dict[str, float]:
@@ -103,10 +107,8 @@ def replay_returns(wm, data: Replayed, gamma: float) -> dict[str, float]:
     their correlation over episodes."""
     with torch.no_grad():
         reward, _ = wm.heads.transition(data.z_next, data.c, data.a)
-    n = int(data.episode.max()) + 1
-    disc = torch.tensor(gamma, dtype=torch.float64) ** data.t.double()
-    sim = torch.zeros(n, dtype=torch.float64).index_add_(0, data.episode, disc * reward.double())
-    log = torch.zeros(n, dtype=torch.float64).index_add_(0, data.episode, disc * data.reward.double())
+    sim, log = episode_returns(data, reward, gamma), episode_returns(data, data.reward, gamma)
+    n = len(sim)
     corr = float(np.corrcoef(sim.numpy(), log.numpy())[0, 1]) if n > 1 and sim.std() > 0 and log.std() > 0 else 0.0
     return {"return_logged": float(log.mean()), "return_simulated": float(sim.mean()), "pearson": corr}
 
@@ -138,12 +140,11 @@ def refit_transition_heads(wm, dm, cfg: RolloutHeadsConfig, gamma: float, seed: 
 
     params = [*wm.heads.reward.parameters(), *wm.heads.termination.parameters()]
     opt = torch.optim.Adam(params, lr=cfg.lr)
-    x = torch.cat([data.z_next.flatten(1), data.c, data.a], dim=-1)
+    n = data.reward.numel()
     with torch.enable_grad():
         for _ in range(cfg.steps):
-            idx = torch.randint(0, x.size(0), (cfg.batch_size,), generator=gen)
-            reward = wm.heads.reward(x[idx]).squeeze(-1)
-            done = wm.heads.termination(x[idx]).squeeze(-1)
+            idx = torch.randint(0, n, (cfg.batch_size,), generator=gen)
+            reward, done = wm.heads.transition(data.z_next[idx], data.c[idx], data.a[idx])
             loss = wm.cfg.w_reward * F.mse_loss(reward, data.reward[idx]) + wm.cfg.w_done * (
                 F.binary_cross_entropy_with_logits(done, data.done[idx])
             )
@@ -151,7 +152,7 @@ def refit_transition_heads(wm, dm, cfg: RolloutHeadsConfig, gamma: float, seed: 
             loss.backward()
             opt.step()
     metrics["rollout_heads/loss"] = float(loss.detach())
-    metrics["rollout_heads/transitions"] = float(x.size(0))
+    metrics["rollout_heads/transitions"] = float(n)
     if held_out is not None:
         metrics.update({f"rollout_heads/after_{k}": v for k, v in replay_returns(wm, held_out, gamma).items()})
     return metrics
