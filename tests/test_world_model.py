@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 import lightning as L
 import pytest
+import numpy as np
 import torch
 
 from adwm.data.collect import BehaviourEntry, CollectConfig, collect
@@ -379,3 +380,42 @@ def test_token_decoder_loss_against_a_manual_reference():
             targets.append(int(seq[p]))
     ref = F.cross_entropy(dec.net(torch.stack(feats)), torch.tensor(targets))
     assert got.item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+def test_sampled_candidate_sets_include_each_action_with_the_head_probability(dm):
+    """With a generator, an action joins the next set with probability sigmoid(edit-head logit): over many
+    draws the inclusion frequency matches the probability computed here from the logits; a seed fixes
+    the draw; without a generator the set is the calibrated cut."""
+    wm = make(dm).eval()
+    b = next(iter(dm.train_dataloader()))
+    with torch.no_grad():
+        z = wm.encode(b["texts"])
+        vocab = wm.vocab_embeddings()
+        c = wm.context(z, b["history_obs"], b["history_actions"], vocab, b["task"])
+        a = vocab[b["history_actions"][:, -1]]
+        z_next, prev = z[b["next_obs"]], b["admissible"]
+        logits = wm.heads.next_proposal_logits(z_next, c, a, prev, vocab)
+    wm.next_proposal_threshold.fill_(1.0)  # the cut plays no part in a draw
+    prob = 1.0 / (1.0 + np.exp(-logits.double().numpy()))
+    # an empty draw falls back to the deterministic set F: P(j in set) = p_j + prod_k (1 - p_k) * [j in F]
+    empty_fallback = _fallback(wm, z_next, torch.full_like(logits, -1e9)).double().numpy()
+    expected = prob + np.prod(1 - prob, axis=-1, keepdims=True) * empty_fallback
+    n = 400
+    gen = torch.Generator().manual_seed(0)
+    freq = sum(wm.propose_next(z_next, c, a, prev, generator=gen).double().numpy() for _ in range(n)) / n
+    assert np.abs(freq - expected).max() < 5 * np.sqrt(0.25 / n)
+    assert np.abs(freq - (logits > 1.0).double().numpy()).max() > 0.3  # a draw, not the cut
+    one = wm.propose_next(z_next, c, a, prev, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(one, wm.propose_next(z_next, c, a, prev, generator=torch.Generator().manual_seed(3)))
+    assert torch.equal(wm.propose_next(z_next, c, a, prev), (logits > wm.next_proposal_threshold) | _fallback(wm, z_next, logits))
+
+
+def _fallback(wm, z_next, logits):
+    """Rows the cut leaves empty get the state proposal (then the whole vocabulary)."""
+    cut = logits > wm.next_proposal_threshold
+    out = torch.zeros_like(cut)
+    empty = ~cut.any(-1)
+    if empty.any():
+        out[empty] = wm.propose(z_next[empty])
+        out[empty & ~out.any(-1)] = True
+    return out

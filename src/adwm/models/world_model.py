@@ -262,15 +262,28 @@ class WorldModelModule(L.LightningModule):
 
     @torch.no_grad()
     def propose_next(
-        self, z_next: torch.Tensor, c: torch.Tensor, a: torch.Tensor, prev: torch.Tensor, max_candidates: int = 0
+        self,
+        z_next: torch.Tensor,
+        c: torch.Tensor,
+        a: torch.Tensor,
+        prev: torch.Tensor,
+        max_candidates: int = 0,
+        generator: torch.Generator | None = None,
     ) -> torch.Tensor:
         """Candidate actions (B, V) bool of simulated next states, as an edit of the current sets prev (B, V);
         a row left empty falls back to `propose` on the state alone, then to the whole vocabulary. With
         `max_candidates` > 0 a larger set keeps its highest-scoring actions under the edit head: every
         candidate is scored by the agent each step, so an untrained head's whole-vocabulary sets would
-        make simulation cost grow with the log's vocabulary (logged lists are far smaller: builtin <= 20)."""
+        make simulation cost grow with the log's vocabulary (logged lists are far smaller: builtin <= 20).
+
+        Without a generator the set is the calibrated cut of the edit head's logits. With one, the set is a
+        draw: each action joins with the head's probability sigmoid(logit) that it is admissible, so an
+        action the sampled latent leaves uncertain is offered some of the time rather than never."""
         logits = self.heads.next_proposal_logits(z_next, c, a, prev, self.vocab_embeddings())
-        sets = logits > self.next_proposal_threshold
+        if generator is None:
+            sets = logits > self.next_proposal_threshold
+        else:
+            sets = torch.rand(logits.shape, generator=generator) < torch.sigmoid(logits)
         empty = ~sets.any(-1)
         if empty.any():
             sets[empty] = self.propose(z_next[empty])
