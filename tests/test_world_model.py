@@ -234,8 +234,8 @@ def test_calibrated_edit_head_proposes_the_logged_number_of_actions(dm):
     assert got == true
 
 
-def test_candidate_cap_keeps_the_highest_edit_head_scores(dm):
-    wm = make(dm).eval()
+def _edit_head_inputs(wm, dm):
+    """The edit head's inputs on a training batch (encoded latents) and its logits."""
     b = next(iter(dm.train_dataloader()))
     with torch.no_grad():
         z = wm.encode(b["texts"])
@@ -243,7 +243,12 @@ def test_candidate_cap_keeps_the_highest_edit_head_scores(dm):
         c = wm.context(z, b["history_obs"], b["history_actions"], vocab, b["task"])
         a = vocab[b["history_actions"][:, -1]]
         z_next, prev = z[b["next_obs"]], b["admissible"]
-        logits = wm.heads.next_proposal_logits(z_next, c, a, prev, vocab)
+        return z_next, c, a, prev, wm.heads.next_proposal_logits(z_next, c, a, prev, vocab)
+
+
+def test_candidate_cap_keeps_the_highest_edit_head_scores(dm):
+    wm = make(dm).eval()
+    z_next, c, a, prev, logits = _edit_head_inputs(wm, dm)
     wm.next_proposal_threshold.fill_(-1e9)  # an uncalibrated head that proposes the whole vocabulary
     full = wm.propose_next(z_next, c, a, prev)
     assert bool(full.all())
@@ -387,14 +392,7 @@ def test_sampled_candidate_sets_include_each_action_with_the_head_probability(dm
     draws the inclusion frequency matches the probability computed here from the logits; a seed fixes
     the draw; without a generator the set is the calibrated cut."""
     wm = make(dm).eval()
-    b = next(iter(dm.train_dataloader()))
-    with torch.no_grad():
-        z = wm.encode(b["texts"])
-        vocab = wm.vocab_embeddings()
-        c = wm.context(z, b["history_obs"], b["history_actions"], vocab, b["task"])
-        a = vocab[b["history_actions"][:, -1]]
-        z_next, prev = z[b["next_obs"]], b["admissible"]
-        logits = wm.heads.next_proposal_logits(z_next, c, a, prev, vocab)
+    z_next, c, a, prev, logits = _edit_head_inputs(wm, dm)
     wm.next_proposal_threshold.fill_(1.0)  # the cut plays no part in a draw
     prob = 1.0 / (1.0 + np.exp(-logits.double().numpy()))
     # an empty draw falls back to the deterministic set F: P(j in set) = p_j + prod_k (1 - p_k) * [j in F]
