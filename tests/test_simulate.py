@@ -219,12 +219,33 @@ def test_unknown_candidate_rule_is_a_named_error(world):
 
 
 def test_both_candidate_rules_give_finite_reproducible_returns(world):
+    """`sample` hands the rollout's generator to the edit head (a draw), `threshold` none (the cut)."""
     wm, dm = world
     uniform, starts = PolicyConfig(name="u", kind="uniform"), logged_starts(dm)
-    runs = {}
-    for rule in ("sample", "threshold"):
-        sim = SimulateConfig(n_rollouts=6, batch_size=6, candidates=rule)
-        a = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1)
-        b = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1)
-        assert np.all(np.isfinite(a)) and np.array_equal(a, b)
-        runs[rule] = a
+    propose_next = wm.propose_next
+    generators = []
+
+    def recorded(z_next, c, a, prev, max_candidates=0, generator=None):
+        generators.append(generator)
+        return propose_next(z_next, c, a, prev, max_candidates, generator)
+
+    wm.propose_next = recorded
+    head = wm.heads.termination[-1]
+    saved = head.weight.detach().clone(), head.bias.detach().clone()
+    with torch.no_grad():  # rollouts that never end: every step proposes the next set
+        head.weight.zero_()
+        head.bias.fill_(-30.0)
+    try:
+        for rule in ("sample", "threshold"):
+            generators.clear()
+            sim = SimulateConfig(n_rollouts=6, batch_size=6, candidates=rule)
+            a = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1)
+            b = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1)
+            assert np.all(np.isfinite(a)) and np.array_equal(a, b)
+            assert len(generators) == 2 * 3  # two runs of three steps, a proposal after each
+            assert all((g is not None) == (rule == "sample") for g in generators)
+    finally:
+        wm.propose_next = propose_next
+        with torch.no_grad():
+            head.weight.copy_(saved[0])
+            head.bias.copy_(saved[1])

@@ -6,8 +6,8 @@ import re
 from dataclasses import asdict
 
 import lightning as L
-import pytest
 import numpy as np
+import pytest
 import torch
 
 from adwm.data.collect import BehaviourEntry, CollectConfig, collect
@@ -405,7 +405,9 @@ def test_sampled_candidate_sets_include_each_action_with_the_head_probability(dm
     assert np.abs(freq - (logits > 1.0).double().numpy()).max() > 0.3  # a draw, not the cut
     one = wm.propose_next(z_next, c, a, prev, generator=torch.Generator().manual_seed(3))
     assert torch.equal(one, wm.propose_next(z_next, c, a, prev, generator=torch.Generator().manual_seed(3)))
-    assert torch.equal(wm.propose_next(z_next, c, a, prev), (logits > wm.next_proposal_threshold) | _fallback(wm, z_next, logits))
+    assert torch.equal(
+        wm.propose_next(z_next, c, a, prev), (logits > wm.next_proposal_threshold) | _fallback(wm, z_next, logits)
+    )
 
 
 def _fallback(wm, z_next, logits):

@@ -60,8 +60,6 @@ class FreezeEncoder(L.Callback):
     def __init__(self, share: float, max_minutes: float, steps: int = 0) -> None:
         if not 0.0 <= share <= 1.0:
             raise ValueError(f"fit.encoder_share: expected a value in [0, 1], got {share}")
-        if steps < 0:
-            raise ValueError(f"fit.encoder_steps: expected a number of steps >= 0, got {steps}")
         self.after_s = share * max_minutes * 60 if share < 1 else float("inf")
         self.steps = steps
         self.start: float | None = None
@@ -105,6 +103,9 @@ def is_fitted(cfg: DictConfig) -> bool:
 def fit(cfg: DictConfig) -> Path:
     """Train; returns the path of the last checkpoint. Metrics land in <run.dir>/metrics.json."""
     fcfg = to_object(cfg.fit)
+    for key in ("max_steps", "encoder_steps"):  # checked before any data or model is loaded
+        if getattr(fcfg, key) < 0:
+            raise ValueError(f"fit.{key}: expected a number of steps >= 0 (0 = no limit), got {getattr(fcfg, key)}")
     run_dir = Path(cfg.run.dir)
     ckpt_dir = run_dir / "checkpoints"
     last = ckpt_dir / "last.ckpt"
@@ -125,8 +126,6 @@ def fit(cfg: DictConfig) -> Path:
             texts=dm.observations,
         )
         ckpt_path = None
-    if fcfg.max_steps < 0:
-        raise ValueError(f"fit.max_steps: expected a number of steps >= 0 (0 = no step limit), got {fcfg.max_steps}")
     checkpoint = ModelCheckpoint(dirpath=ckpt_dir, save_last=True, every_n_train_steps=fcfg.checkpoint_every_n_steps)
     callbacks = [checkpoint] + ([rollout_evaluator(cfg, dm, fcfg, run_dir)] if fcfg.rollout_eval else [])
     if not module.encoder.cfg.trainable:

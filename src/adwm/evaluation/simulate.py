@@ -19,7 +19,6 @@ from adwm.guidance import GuidanceConfig, guided_eps_fn
 from adwm.policies.distribution import action_log_probs
 from adwm.policies.llm import PolicyConfig
 
-
 CANDIDATE_RULES = ("sample", "threshold")
 
 
