@@ -6,8 +6,16 @@ With score = -eps / sqrt(1 - abar_t), the same sum in noise units is
 
     eps = eps_u + omega * (eps_c - eps_u) - sqrt(1 - abar_t) * eta * grad log C(z0_hat)
 
-where the continuation gradient is taken at the Tweedie estimate z0_hat of the
-current step, clipped per sample, and applied on the last `steps` reverse steps only.
+where the continuation gradient g is taken at the Tweedie estimate z0_hat of the
+current step, clipped per sample, and applied on the last `steps` reverse steps only
+(`space="score"`). On those low-noise steps sqrt(1 - abar_t) is small (0.025 at the
+last of 100 cosine steps), so the score sum barely moves the sample. `space="x0"`
+(the default) applies the step to the Tweedie estimate itself, z0_hat + eta * g,
+and returns the noise estimate consistent with it:
+
+    eps = eps_cfg - sqrt(abar_t / (1 - abar_t)) * eta * g
+
+so eta is a step length in latent units at every noise level.
 """
 
 from __future__ import annotations
@@ -27,6 +35,17 @@ class GuidanceConfig:
     eta: float = 1.0  # continuation guidance; 0 turns it off
     steps: int = 1  # continuation guidance on the last `steps` reverse steps only (each costs a backward pass)
     clip: float = 1.0  # per-sample L2 cap of grad log C
+    # where eta * grad log C is added: "x0" to the Tweedie estimate (a step of eta in latent units),
+    # "score" to the score (scaled by sqrt(1 - abar_t), so nearly nothing on the last, low-noise steps)
+    space: str = "x0"
+
+
+GUIDANCE_SPACES = ("x0", "score")
+
+
+def check_guidance(cfg: GuidanceConfig) -> None:
+    if cfg.space not in GUIDANCE_SPACES:
+        raise ValueError(f"guidance.space: unknown space '{cfg.space}'; choose from {list(GUIDANCE_SPACES)}")
 
 
 def guided_eps_fn(
@@ -43,6 +62,8 @@ def guided_eps_fn(
     (None: the unconditional prior); `guided_steps` are the timesteps that get continuation
     guidance (the sampler's last `cfg.steps` ones).
     """
+
+    check_guidance(cfg)
 
     def eps_fn(x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         # (1) classifier-free guidance: prior + omega * (conditional - prior)
@@ -64,7 +85,9 @@ def guided_eps_fn(
             (grad,) = torch.autograd.grad(log_c(z0).sum(), z0)
         norm = grad.flatten(1).norm(dim=-1).clamp(min=1e-12)
         grad = grad * (cfg.clip / norm).clamp(max=1.0).view(-1, *[1] * (grad.dim() - 1))
-        # (4) score += eta * grad  <=>  eps -= sqrt(1 - abar_t) * eta * grad
-        return eps - (1 - a_t).sqrt() * cfg.eta * grad
+        # (4) score += eta * grad  <=>  eps -= sqrt(1 - abar_t) * eta * grad;
+        #     or z0_hat += eta * grad  <=>  eps -= sqrt(abar_t / (1 - abar_t)) * eta * grad
+        scale = (1 - a_t).sqrt() if cfg.space == "score" else (a_t / (1 - a_t)).sqrt()
+        return eps - scale * cfg.eta * grad
 
     return eps_fn

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from adwm.evaluation.simulate import next_candidates
 from adwm.policies.base import AgentState
 from adwm.policies.distribution import action_log_probs
 from adwm.policies.wrappers import eps_mixture
@@ -137,6 +138,7 @@ class Continuation:
         policy_cfg,
         live: list[int] | None = None,
         max_candidates: int = 0,
+        candidates: str = "threshold",
     ) -> Callable[[torch.Tensor], torch.Tensor]:
         """log C as a function of z0 (B, L, d) -> (B,); rows outside `live` (finished rollouts) get 0
         and so no guidance, and cost nothing."""
@@ -144,7 +146,8 @@ class Continuation:
         live = list(range(c.size(0))) if live is None else live
 
         def fn(z0: torch.Tensor) -> torch.Tensor:
-            nxt = wm.propose_next(z0.detach()[live], c[live], a[live], cand[live], max_candidates)  # not differentiated
+            # the next candidate sets (not differentiated): the simulation's rule, its draws replaced by the cut
+            nxt = next_candidates(wm, z0.detach()[live], c[live], a[live], cand[live], max_candidates, candidates)
             ids = [torch.nonzero(row).flatten() for row in nxt]
             texts = [[wm.actions[j] for j in row.tolist()] for row in ids]
             behaviour = wm.heads.behaviour_logits(context_after(z0)[live], wm.vocab_embeddings())  # (B', V)
