@@ -12,7 +12,15 @@ import torch
 
 from adwm.cli import main
 from adwm.evaluation.readers import NearestTextReader
-from adwm.evaluation.simulate import SimulateConfig, bootstrap_ci, logged_reward_range, logged_starts, simulate
+from adwm.evaluation.simulate import (
+    CANDIDATE_RULES,
+    SimulateConfig,
+    bootstrap_ci,
+    logged_reward_range,
+    logged_starts,
+    next_candidates,
+    simulate,
+)
 from adwm.guidance import GuidanceConfig
 from adwm.policies.base import AgentState
 from adwm.policies.distribution import action_log_probs
@@ -147,13 +155,13 @@ def test_first_steps_without_a_list_get_proposed_candidates_and_sets_are_capped(
     wm.propose_next = recorded
     try:
         bare = [dataclasses.replace(s, admissible=None) for s in starts]
-        sim = SimulateConfig(n_rollouts=4, batch_size=4)
+        sim = SimulateConfig(n_rollouts=4, batch_size=4, candidates="sample")
         out = simulate(wm, PolicyConfig(name="u", kind="uniform"), None, bare, sim, GuidanceConfig(eta=0.0), 0.95, 2, 0)
         assert np.all(np.isfinite(out)) and seen and bool(seen[0].any(-1).all())
         # a start whose list is the whole vocabulary, capped at 3 by the proposal head's scores
         everything = [dataclasses.replace(s, admissible=list(range(len(wm.actions)))) for s in starts]
         seen.clear()
-        sim = SimulateConfig(n_rollouts=4, batch_size=4, max_candidates=3)
+        sim = SimulateConfig(n_rollouts=4, batch_size=4, max_candidates=3, candidates="sample")
         simulate(wm, PolicyConfig(name="u", kind="uniform"), None, everything, sim, GuidanceConfig(eta=0.0), 0.95, 2, 0)
     finally:
         wm.propose_next = propose_next
@@ -214,12 +222,15 @@ def test_simulated_rewards_are_clipped_to_the_logged_range(world):
 def test_unknown_candidate_rule_is_a_named_error(world):
     wm, dm = world
     sim = SimulateConfig(n_rollouts=2, batch_size=2, candidates="oracle")
-    with pytest.raises(ValueError, match=r"evaluate.simulate.candidates: unknown rule 'oracle'.*sample.*threshold"):
+    with pytest.raises(
+        ValueError, match=r"evaluate.simulate.candidates: unknown rule 'oracle'.*retrieval.*sample.*threshold"
+    ):
         simulate(wm, PolicyConfig(name="u", kind="uniform"), None, logged_starts(dm), sim, GuidanceConfig(), 0.9, 2, 0)
 
 
-def test_both_candidate_rules_give_finite_reproducible_returns(world):
-    """`sample` hands the rollout's generator to the edit head (a draw), `threshold` none (the cut)."""
+def test_every_candidate_rule_gives_finite_reproducible_returns(world):
+    """`sample` hands the rollout's generator to the edit head (a draw), `threshold` none (the cut),
+    `retrieval` does not call the edit head."""
     wm, dm = world
     uniform, starts = PolicyConfig(name="u", kind="uniform"), logged_starts(dm)
     propose_next = wm.propose_next
@@ -236,16 +247,45 @@ def test_both_candidate_rules_give_finite_reproducible_returns(world):
         head.weight.zero_()
         head.bias.fill_(-30.0)
     try:
-        for rule in ("sample", "threshold"):
+        for rule in CANDIDATE_RULES:
             generators.clear()
             sim = SimulateConfig(n_rollouts=6, batch_size=6, candidates=rule)
             a = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1)
             b = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1)
             assert np.all(np.isfinite(a)) and np.array_equal(a, b)
-            assert len(generators) == 2 * 3  # two runs of three steps, a proposal after each
+            # two runs of three steps, a proposal after each
+            assert len(generators) == (0 if rule == "retrieval" else 2 * 3)
             assert all((g is not None) == (rule == "sample") for g in generators)
     finally:
         wm.propose_next = propose_next
         with torch.no_grad():
             head.weight.copy_(saved[0])
             head.bias.copy_(saved[1])
+
+
+def test_retrieval_candidates_are_the_list_of_the_nearest_logged_state(world):
+    """The next set under `retrieval` is the logged admissible list of the logged state whose encoded latent
+    is nearest (numpy argmin over the re-encoded logged texts), capped like every set; no bank: named error."""
+    wm, dm = world
+    texts, adm = dm.admissible_states("train")
+    bank = wm.encode(texts).flatten(1).numpy()
+    gen = torch.Generator().manual_seed(5)
+    rows = torch.randint(0, len(texts), (6,), generator=gen)
+    z_next = wm.encode([texts[i] for i in rows.tolist()])
+    z_next = z_next + 0.01 * torch.randn(z_next.shape, generator=gen)
+    nearest = ((bank[None] - z_next.flatten(1).numpy()[:, None]) ** 2).sum(-1).argmin(1)
+    dummy = torch.zeros(6, 1)
+    sets = next_candidates(wm, z_next, dummy, dummy, None, 0, "retrieval")
+    for row, i in zip(sets, nearest):
+        assert set(torch.nonzero(row).flatten().tolist()) == set(adm[i])
+    capped = next_candidates(wm, z_next, dummy, dummy, None, 1, "retrieval")
+    assert (capped.sum(-1) == 1).all() and not (capped & ~sets).any()
+    bank_saved, wm.proposal_bank = wm.proposal_bank, None
+    try:
+        sim = SimulateConfig(n_rollouts=2, batch_size=2, candidates="retrieval")
+        with pytest.raises(RuntimeError, match="evaluate.simulate.candidates=retrieval: the world model has no bank"):
+            simulate(
+                wm, PolicyConfig(name="u", kind="uniform"), None, logged_starts(dm), sim, GuidanceConfig(), 0.9, 2, 0
+            )
+    finally:
+        wm.proposal_bank = bank_saved
