@@ -21,7 +21,14 @@ from adwm.data.datamodule import TrajectoryDataModule
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.metrics import family_metrics
 from adwm.evaluation.readers import NearestTextReader, SoftTokenReader
-from adwm.evaluation.simulate import SimulateConfig, bootstrap_ci, logged_reward_range, logged_starts, simulate
+from adwm.evaluation.simulate import (
+    SimulateConfig,
+    bootstrap_ci,
+    check_candidates,
+    logged_reward_range,
+    logged_starts,
+    simulate,
+)
 from adwm.guidance.composed import check_guidance
 from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
 from adwm.models.world_model import WorldModelModule
@@ -96,6 +103,7 @@ def evaluate(cfg: DictConfig, progress: bool = True) -> Path:
             f"evaluate.world_model: no world model checkpoint at '{wm_path}' (run `adwm fit` first)"
         )
     check_guidance(to_object(cfg.guidance))  # before any model is loaded
+    check_candidates(ecfg.simulate)
     family = family_policies(to_object(cfg.policy), to_object(cfg.family))
     out = Path(ecfg.out)
     results: dict = json.loads(out.read_text()) if out.is_file() else {}

@@ -52,6 +52,13 @@ class SimulateConfig:
     # simulate actions from its logged vocabulary.
 
 
+def check_candidates(cfg: SimulateConfig) -> None:
+    if cfg.candidates not in CANDIDATE_RULES:
+        raise ValueError(
+            f"evaluate.simulate.candidates: unknown rule '{cfg.candidates}'; choose from {list(CANDIDATE_RULES)}"
+        )
+
+
 @dataclass
 class Start:
     task: str
@@ -137,10 +144,7 @@ def simulate(
     `reader` turns latents into candidate scores (None for a uniform policy); `continuation`
     builds log C for guidance (None: continuation guidance off); `reward_range` (the logged rewards'
     `logged_reward_range`) bounds the simulated rewards when `cfg.clip_rewards`."""
-    if cfg.candidates not in CANDIDATE_RULES:
-        raise ValueError(
-            f"evaluate.simulate.candidates: unknown rule '{cfg.candidates}'; choose from {list(CANDIDATE_RULES)}"
-        )
+    check_candidates(cfg)
     if cfg.candidates == "retrieval" and world_model.proposal_bank is None:
         raise RuntimeError(
             "evaluate.simulate.candidates=retrieval: the world model has no bank of logged states (fit builds it)"
@@ -200,9 +204,10 @@ def _rollout_batch(
             def context_after(z0, window=window, a=a):
                 return window.shifted(z0, a).context(wm)
 
-            log_c = continuation.log_c(
-                context_after, c, a, cand, tasks, policy, live, cfg.max_candidates, cfg.candidates
-            )
+            def next_sets(z0, rows, c=c, a=a, cand=cand):  # the rule's cut: no draw inside guidance
+                return next_candidates(wm, z0, c[rows], a[rows], cand[rows], cfg.max_candidates, cfg.candidates)
+
+            log_c = continuation.log_c(context_after, next_sets, tasks, policy, live)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
         z_next = wm.sampler.sample(eps_fn, tuple(z.shape), gen)
         if cfg.snap:

@@ -21,7 +21,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from adwm.evaluation.simulate import next_candidates
 from adwm.policies.base import AgentState
 from adwm.policies.distribution import action_log_probs
 from adwm.policies.wrappers import eps_mixture
@@ -131,23 +130,19 @@ class Continuation:
     def log_c(
         self,
         context_after: Callable[[torch.Tensor], torch.Tensor],
-        c: torch.Tensor,
-        a: torch.Tensor,
-        cand: torch.Tensor,
+        next_sets: Callable[[torch.Tensor, list[int]], torch.Tensor],
         tasks: list[str],
         policy_cfg,
         live: list[int] | None = None,
-        max_candidates: int = 0,
-        candidates: str = "threshold",
     ) -> Callable[[torch.Tensor], torch.Tensor]:
         """log C as a function of z0 (B, L, d) -> (B,); rows outside `live` (finished rollouts) get 0
-        and so no guidance, and cost nothing."""
+        and so no guidance, and cost nothing. `next_sets(z0[live], live)` gives the candidate sets (B', V)
+        of the next states, by the simulation's rule (not differentiated)."""
         wm = self.wm
-        live = list(range(c.size(0))) if live is None else live
+        live = list(range(len(tasks))) if live is None else live
 
         def fn(z0: torch.Tensor) -> torch.Tensor:
-            # the next candidate sets (not differentiated): the simulation's rule, its draws replaced by the cut
-            nxt = next_candidates(wm, z0.detach()[live], c[live], a[live], cand[live], max_candidates, candidates)
+            nxt = next_sets(z0.detach()[live], live)
             ids = [torch.nonzero(row).flatten() for row in nxt]
             texts = [[wm.actions[j] for j in row.tolist()] for row in ids]
             behaviour = wm.heads.behaviour_logits(context_after(z0)[live], wm.vocab_embeddings())  # (B', V)
