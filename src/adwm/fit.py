@@ -33,7 +33,7 @@ class FitConfig:
     # steps (~450 joint), 0.86 and 0.95. A joint step costs ~0.5 s there, a frozen-encoder step ~0.12 s.
     max_steps: int = 2200  # optimiser steps (0 = no step limit)
     max_epochs: int = 200
-    max_minutes: float = 12.0  # wall-clock cap; the last checkpoint is kept either way
+    max_minutes: float = 30.0  # wall-clock cap (the demo's fit takes ~10 on 2 cores); the last checkpoint is kept
     resume: bool = False  # continue from <run.dir>/checkpoints/last.ckpt
     checkpoint_every_n_steps: int = 100  # a kill loses at most this many steps
     val_every_n_epochs: int = 1
@@ -41,12 +41,13 @@ class FitConfig:
     rollout_eval: bool = False  # RolloutEvaluator: J_hat of the family every n epochs and at the end
     rollout_every_n_epochs: int = 1
     rollout_n: int = 64  # rollouts per policy at each evaluation
-    # The encoder trains with everything else for the first `encoder_steps` steps or the first
-    # `encoder_share` of max_minutes, whichever ends first; then it is frozen, its latents cached, and the
-    # rest of the budget trains the dynamics and heads alone, many times faster per step
-    # (encoder_share = 1 and encoder_steps = 0: never freeze)
+    # The encoder trains with everything else for the first `encoder_steps` steps (or, with encoder_share
+    # < 1, the first `encoder_share` of max_minutes if that ends first); then it is frozen, its latents
+    # cached, and the rest of the budget trains the dynamics and heads alone, many times faster per step
+    # (encoder_share = 1 and encoder_steps = 0: never freeze). A time share makes the fit depend on the
+    # machine's load, so by default only steps count and a seed gives the same fit on any machine.
     encoder_steps: int = 450
-    encoder_share: float = 0.5
+    encoder_share: float = 1.0
     # after training: reward and termination heads refitted on open-loop replays of the logged episodes,
     # i.e. on sampled latents and histories as simulation gives them (models/rollout_heads.py)
     rollout_heads: RolloutHeadsConfig = field(default_factory=RolloutHeadsConfig)
@@ -63,18 +64,25 @@ class FreezeEncoder(L.Callback):
         self.after_s = share * max_minutes * 60 if share < 1 else float("inf")
         self.steps = steps
         self.start: float | None = None
+        self.frozen_at: int | None = None  # the global step at which the encoder was frozen
 
     def _due(self, trainer) -> bool:
         return (0 < self.steps <= trainer.global_step) or time.monotonic() - self.start >= self.after_s
 
     def on_train_start(self, trainer, pl_module) -> None:
         self.start = time.monotonic()
+        if bool(pl_module.encoder_frozen):  # a resumed fit frozen earlier
+            return
         if self._due(trainer):
-            pl_module.freeze_encoder()
+            self._freeze(trainer, pl_module)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
         if not bool(pl_module.encoder_frozen) and self._due(trainer):
-            pl_module.freeze_encoder()
+            self._freeze(trainer, pl_module)
+
+    def _freeze(self, trainer, pl_module) -> None:
+        pl_module.freeze_encoder()
+        self.frozen_at = trainer.global_step
 
 
 def fit_settings(cfg: DictConfig) -> dict:
@@ -126,12 +134,14 @@ def fit(cfg: DictConfig) -> Path:
             texts=dm.observations,
         )
         ckpt_path = None
+    freezer = None
     checkpoint = ModelCheckpoint(dirpath=ckpt_dir, save_last=True, every_n_train_steps=fcfg.checkpoint_every_n_steps)
     callbacks = [checkpoint] + ([rollout_evaluator(cfg, dm, fcfg, run_dir)] if fcfg.rollout_eval else [])
     if not module.encoder.cfg.trainable:
         module.freeze_encoder()  # a frozen encoder's latents are fixed: encode each text once, from step 0
     elif fcfg.encoder_share < 1 or fcfg.encoder_steps > 0:
-        callbacks.append(FreezeEncoder(fcfg.encoder_share, fcfg.max_minutes, fcfg.encoder_steps))
+        freezer = FreezeEncoder(fcfg.encoder_share, fcfg.max_minutes, fcfg.encoder_steps)
+        callbacks.append(freezer)
     logger = build_logger(to_object(cfg.logger), run_dir, "fit", OmegaConf.to_container(cfg))
     trainer = build_trainer(
         to_object(cfg.trainer),
@@ -166,6 +176,8 @@ def fit(cfg: DictConfig) -> Path:
         run_dir / "metrics.json",
         {
             "global_step": trainer.global_step,
+            # where the encoder stopped training in this run (None: it never trained or never froze here)
+            "encoder_frozen_at_step": None if freezer is None else freezer.frozen_at,
             "epoch": trainer.current_epoch,
             "seconds": round(time.time() - start, 1),
             "train_steps": len(dm.train_items),
