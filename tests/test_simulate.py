@@ -9,8 +9,12 @@ import json
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from adwm.cli import main
+from adwm.config import load_config
+from adwm.data.datamodule import TrajectoryDataModule
+from adwm.evaluation.family import family_policies
 from adwm.evaluation.readers import NearestTextReader
 from adwm.evaluation.simulate import (
     CANDIDATE_RULES,
@@ -22,6 +26,7 @@ from adwm.evaluation.simulate import (
     simulate,
 )
 from adwm.guidance import GuidanceConfig
+from adwm.models.world_model import WorldModelModule
 from adwm.policies.base import AgentState
 from adwm.policies.distribution import action_log_probs
 from adwm.policies.factory import build_policy
@@ -90,6 +95,29 @@ def test_rollout_evaluator_runs_inside_a_one_epoch_fit(smoke_overrides, tmp_path
     assert keys <= set(metrics)
     table = json.loads((tmp_path / "fit" / "rollouts_epoch0.json").read_text())
     assert set(table["J_hat"]) == {"iter3_eps0", "iter3_eps1"} and set(table["J"]) == set(table["J_hat"])
+    # the final estimate is of the finished world model: the saved checkpoint, heads refitted, gives it again
+    final = json.loads((tmp_path / "fit" / "rollouts_final.json").read_text())
+    assert metrics["rollout/J_hat/iter3_eps0"] == pytest.approx(final["J_hat"]["iter3_eps0"])
+    cfg = load_config([*smoke_overrides, *family, "fit.rollout_n=4"], "fit")
+    wm = WorldModelModule.load_from_checkpoint(tmp_path / "fit" / "checkpoints" / "last.ckpt", map_location="cpu")
+    dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed)
+    dm.setup()
+    for pcfg in family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family)):
+        reader = NearestTextReader(wm.eval(), LLMPolicy(pcfg)) if pcfg.eps < 1 else None
+        sim = dataclasses.replace(OmegaConf.to_object(cfg.evaluate.simulate), n_rollouts=4)
+        returns = simulate(
+            wm,
+            pcfg,
+            reader,
+            logged_starts(dm),
+            sim,
+            GuidanceConfig(eta=0.0),
+            cfg.env.gamma,
+            sim.horizon or cfg.env.max_steps,
+            cfg.seed,
+            reward_range=logged_reward_range(dm),
+        )
+        assert final["J_hat"][pcfg.name] == pytest.approx(float(np.mean(returns)))
 
 
 def test_continuation_guidance_runs_and_moves_the_rollouts(world, bc_agent_dir):

@@ -136,7 +136,8 @@ def fit(cfg: DictConfig) -> Path:
         ckpt_path = None
     freezer = None
     checkpoint = ModelCheckpoint(dirpath=ckpt_dir, save_last=True, every_n_train_steps=fcfg.checkpoint_every_n_steps)
-    callbacks = [checkpoint] + ([rollout_evaluator(cfg, dm, fcfg, run_dir)] if fcfg.rollout_eval else [])
+    evaluator = rollout_evaluator(cfg, dm, fcfg, run_dir) if fcfg.rollout_eval else None
+    callbacks = [checkpoint] + ([evaluator] if evaluator is not None else [])
     if not module.encoder.cfg.trainable:
         module.freeze_encoder()  # a frozen encoder's latents are fixed: encode each text once, from step 0
     elif fcfg.encoder_share < 1 or fcfg.encoder_steps > 0:
@@ -170,6 +171,12 @@ def fit(cfg: DictConfig) -> Path:
     if fcfg.rollout_heads.enabled:
         module.eval()
         metrics.update(refit_transition_heads(module, dm, fcfg.rollout_heads, cfg.env.gamma, cfg.seed))
+    if evaluator is not None:  # the fit-end estimate, on the finished world model (refitted heads, bank)
+        module.eval()
+        evaluator.run(trainer, module, "final")
+        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("rollout/")})
+        if trainer.logger is not None:
+            trainer.logger.save()
     trainer.save_checkpoint(last)
     atomic_write_json(run_dir / "fit_settings.json", fit_settings(cfg))
     atomic_write_json(
@@ -221,5 +228,14 @@ def rollout_evaluator(cfg: DictConfig, dm: TrajectoryDataModule, fcfg: FitConfig
     sim = dataclasses.replace(to_object(cfg.evaluate.simulate), n_rollouts=fcfg.rollout_n)
     horizon = sim.horizon or cfg.env.max_steps
     return RolloutEvaluator(
-        family, dm, run_dir, sim, cfg.env.gamma, horizon, fcfg.rollout_every_n_epochs, truth, seed=cfg.seed
+        family,
+        dm,
+        run_dir,
+        sim,
+        cfg.env.gamma,
+        horizon,
+        fcfg.rollout_every_n_epochs,
+        truth,
+        seed=cfg.seed,
+        at_fit_end=False,  # `fit` runs the final estimate after the heads' refit
     )

@@ -1,6 +1,7 @@
 """`RolloutEvaluator`: a Lightning Callback that estimates J_hat for a policy family during `adwm fit`.
 
-Every `every_n_epochs` validation epochs and at the end of fitting it simulates
+Every `every_n_epochs` validation epochs and at the end of fitting (`adwm fit`: once the
+heads' refit is done, in `rollouts_final.json`) it simulates
 each policy in the current world model and logs `rollout/J_hat/<policy>`, and,
 given true values, `rollout/spearman`, `rollout/kendall`, `rollout/regret_at_1`
 and `rollout/nrmse`. The table of J vs J_hat goes to the logger when it can
@@ -41,12 +42,16 @@ class RolloutEvaluator(L.Callback):
         guidance: GuidanceConfig | None = None,
         seed: int = 0,
         reader_for: Callable | None = None,
+        at_fit_end: bool = True,
     ) -> None:
         self.policies, self.dm, self.out_dir = policies, datamodule, Path(out_dir)
         self.sim, self.gamma, self.horizon, self.every = simulate_cfg, gamma, horizon, every_n_epochs
         self.truth, self.seed = truth, seed
         self.guidance = guidance or GuidanceConfig(eta=0.0)  # continuation guidance needs a projector and a tail
         self.reader_for = reader_for or self._nearest_text
+        # False: the caller runs the final estimate itself once the world model is finished (`adwm fit`
+        # refits the reward and termination heads after training, so an estimate at fit end would be stale)
+        self.at_fit_end = at_fit_end
         self.history: list[dict] = []
 
     def _nearest_text(self, pcfg: PolicyConfig, module) -> NearestTextReader | None:
@@ -60,10 +65,11 @@ class RolloutEvaluator(L.Callback):
         self.run(trainer, module)
 
     def on_fit_end(self, trainer: L.Trainer, module) -> None:
-        if not self.history or self.history[-1]["step"] != trainer.global_step:
+        if self.at_fit_end and (not self.history or self.history[-1]["step"] != trainer.global_step):
             self.run(trainer, module)
 
-    def run(self, trainer: L.Trainer, module) -> dict:
+    def run(self, trainer: L.Trainer, module, name: str | None = None) -> dict:
+        """Estimate the family now; the table goes to `<dir>/rollouts_<name>.json` (default: the epoch)."""
         was_training = module.training
         module.eval()
         texts, admissible = self.dm.admissible_states("train")
@@ -100,7 +106,7 @@ class RolloutEvaluator(L.Callback):
                 trainer.logger.log_table(key="rollout/table", columns=cols, data=data, step=trainer.global_step)
         for k, v in logs.items():
             trainer.callback_metrics[k] = v
-        atomic_write_json(self.out_dir / f"rollouts_epoch{trainer.current_epoch}.json", row)
+        atomic_write_json(self.out_dir / f"rollouts_{name or f'epoch{trainer.current_epoch}'}.json", row)
         self.history.append(row)
         if was_training:
             module.train()
