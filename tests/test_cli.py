@@ -59,6 +59,8 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
         assert math.isfinite(p["estimates"]["adwm"]) and math.isfinite(p["estimates"]["fqe"])
     assert (tmp_path / "fit" / "checkpoints" / "last.ckpt").is_file()
     assert len(list((tmp_path / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
+    for metrics in (tmp_path / "project").glob("*/metrics.json"):  # the step budget ends each (3 in the epoch)
+        assert json.loads(metrics.read_text())["steps"] == 2
     assert (tmp_path / "agents" / "iter2" / "model.safetensors").is_file()
     assert sum(1 for _ in open(summary["behaviour_log"])) == 12
     stages = ["train_agents", "collect", "ground_truth", "fit", "project_and_evaluate", "baselines"]

@@ -93,6 +93,10 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
     meta = out_dir / "settings.json"
     if ckpt.is_file() and meta.is_file() and json.loads(meta.read_text()) == settings:
         return ckpt  # cached: same world model, agent backbone and settings
+    if proj_cfg.max_steps < 0:
+        raise ValueError(
+            f"projector.max_steps: expected a number of steps >= 0 (0 = no limit), got {proj_cfg.max_steps}"
+        )
     if proj_cfg.max_candidates < 0 or proj_cfg.max_candidates == 1:
         raise ValueError(f"projector.max_candidates: expected 0 (all) or at least 2, got {proj_cfg.max_candidates}")
     L.seed_everything(cfg.seed, verbose=False)
@@ -116,6 +120,7 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
         logger,
         out_dir,
         max_epochs=proj_cfg.max_epochs,
+        max_steps=proj_cfg.max_steps if proj_cfg.max_steps > 0 else -1,
         max_time={"minutes": proj_cfg.max_minutes},
         enable_checkpointing=False,
         num_sanity_val_steps=0,
@@ -131,6 +136,7 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
         {
             "agent": pcfg.model,
             "seconds": round(time.time() - start, 1),
+            "steps": trainer.global_step,
             "train_states": len(train),
             "val_states": len(val),
             "before": {k: float(v) for k, v in before.items()},
