@@ -45,7 +45,7 @@ class FitConfig:
     # < 1, the first `encoder_share` of max_minutes if that ends first); then it is frozen, its latents
     # cached, and the rest of the budget trains the dynamics and heads alone, many times faster per step
     # (encoder_share = 1 and encoder_steps = 0: never freeze). A time share makes the fit depend on the
-    # machine's load, so by default only steps count and a seed gives the same fit on any machine.
+    # machine's load, so by default only steps count and a seed gives the same fit under any load.
     encoder_steps: int = 450
     encoder_share: float = 1.0
     # after training: reward and termination heads refitted on open-loop replays of the logged episodes,

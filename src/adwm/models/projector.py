@@ -41,7 +41,7 @@ class ProjectorConfig:
     batch_size: int = 32  # logged states per step
     max_epochs: int = 2
     # per agent backbone (the main job trains three): a budget in optimiser steps does the same work on any
-    # machine, so a seed gives the same projector (on 2 cores 50 steps take ~0.4 minutes); max_minutes
+    # machine, so a seed gives the same projector under any load (on 2 cores 50 steps take ~0.4 minutes); max_minutes
     # only guards against a machine far slower than expected
     max_steps: int = 50  # 0 = no step limit
     max_minutes: float = 2.0
