@@ -105,6 +105,11 @@ def test_fit_budget_is_counted_in_steps(smoke_overrides, tmp_path, capsys):
         assert key in capsys.readouterr().err
 
 
+def test_negative_projector_budget_is_a_named_error(smoke_overrides, capsys):
+    assert main(["project", *smoke_overrides, "projector.max_steps=-1"]) == 2
+    assert "projector.max_steps" in capsys.readouterr().err
+
+
 def test_a_fit_is_reproducible_from_the_seed(smoke_overrides, tmp_path):
     """Two fits with the same seed and budget (the encoder frozen by steps, as by default) end with the
     same weights; another seed does not."""

@@ -28,7 +28,7 @@ from adwm.evaluation.simulate import (
 from adwm.guidance import GuidanceConfig
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.base import AgentState
-from adwm.policies.distribution import action_log_probs
+from adwm.policies.distribution import action_log_probs, uses_model
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy, PolicyConfig
 from helpers import uniform_log_world_model
@@ -103,7 +103,7 @@ def test_rollout_evaluator_runs_inside_a_one_epoch_fit(smoke_overrides, tmp_path
     dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed)
     dm.setup()
     for pcfg in family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family)):
-        reader = NearestTextReader(wm.eval(), LLMPolicy(pcfg)) if pcfg.eps < 1 else None
+        reader = NearestTextReader(wm.eval(), LLMPolicy(pcfg)) if uses_model(pcfg) else None
         sim = dataclasses.replace(OmegaConf.to_object(cfg.evaluate.simulate), n_rollouts=4)
         returns = simulate(
             wm,

@@ -186,14 +186,6 @@ def test_context_noise_has_the_drawn_spread_and_acts_in_training_only(dm):
     torch.testing.assert_close(c1, c2)
 
 
-def test_checkpoints_without_context_noise_load_as_trained_on_clean_histories():
-    from adwm.models.world_model import _wm_config
-
-    old = asdict(wm_config())
-    del old["context_noise"]  # hyperparameters saved before the key existed
-    assert _wm_config(old).context_noise == 0.0
-
-
 def test_context_reads_the_task(dm):
     wm = make(dm).eval()
     batch = next(iter(dm.train_dataloader()))

@@ -172,7 +172,6 @@ def fit(cfg: DictConfig) -> Path:
         module.eval()
         metrics.update(refit_transition_heads(module, dm, fcfg.rollout_heads, cfg.env.gamma, cfg.seed))
     if evaluator is not None:  # the fit-end estimate, on the finished world model (refitted heads, bank)
-        module.eval()
         evaluator.run(trainer, module, "final")
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("rollout/")})
         if trainer.logger is not None:

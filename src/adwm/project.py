@@ -79,6 +79,10 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
     """Train the projector for `policy` (default: cfg.policy) unless one with the same settings exists."""
     pcfg = policy_cfg if policy_cfg is not None else to_object(cfg.policy)
     proj_cfg = to_object(cfg.projector)
+    if proj_cfg.max_steps < 0:  # checked before any model is looked for
+        raise ValueError(
+            f"projector.max_steps: expected a number of steps >= 0 (0 = no limit), got {proj_cfg.max_steps}"
+        )
     wm_path = world_model_path(cfg)
     out_dir = Path(cfg.project.dir) / backbone_key(pcfg.model)
     ckpt = out_dir / "projector.ckpt"
@@ -93,10 +97,6 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
     meta = out_dir / "settings.json"
     if ckpt.is_file() and meta.is_file() and json.loads(meta.read_text()) == settings:
         return ckpt  # cached: same world model, agent backbone and settings
-    if proj_cfg.max_steps < 0:
-        raise ValueError(
-            f"projector.max_steps: expected a number of steps >= 0 (0 = no limit), got {proj_cfg.max_steps}"
-        )
     if proj_cfg.max_candidates < 0 or proj_cfg.max_candidates == 1:
         raise ValueError(f"projector.max_candidates: expected 0 (all) or at least 2, got {proj_cfg.max_candidates}")
     L.seed_everything(cfg.seed, verbose=False)

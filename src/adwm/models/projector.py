@@ -40,9 +40,9 @@ class ProjectorConfig:
     lr: float = 2e-3
     batch_size: int = 32  # logged states per step
     max_epochs: int = 2
-    # per agent backbone (the main job trains three): a budget in optimiser steps does the same work on any
-    # machine, so a seed gives the same projector under any load (on 2 cores 50 steps take ~0.4 minutes); max_minutes
-    # only guards against a machine far slower than expected
+    # Per agent backbone (the main job trains three). A budget in optimiser steps does the same work on any
+    # machine, so a seed gives the same projector under any load (on 2 cores 50 steps take ~0.4 minutes);
+    # max_minutes only guards against a machine far slower than expected.
     max_steps: int = 50  # 0 = no step limit
     max_minutes: float = 2.0
     max_train_states: int = 2000  # distinct logged states sampled for training (0 = all)

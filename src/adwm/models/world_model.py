@@ -567,5 +567,4 @@ def _wm_config(d: dict) -> WorldModelConfig:
     d = dict(d)
     d["denoiser"] = DenoiserConfig(**d.get("denoiser", {}))
     d["sampler"] = SamplerConfig(**d.get("sampler", {}))
-    d.setdefault("context_noise", 0.0)  # checkpoints saved before the key existed trained on clean histories
     return WorldModelConfig(**d)
