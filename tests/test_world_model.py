@@ -16,6 +16,7 @@ from adwm.diffusion.denoiser import DenoiserConfig
 from adwm.diffusion.sampler import SamplerConfig
 from adwm.encoders import EncoderConfig
 from adwm.envs import EnvConfig
+from adwm.models.history import HistoryEncoder
 from adwm.models.metrics import effective_rank
 from adwm.models.world_model import WorldModelConfig, WorldModelModule
 from adwm.policies.llm import PolicyConfig
@@ -196,6 +197,31 @@ def test_context_reads_the_task(dm):
         c = wm.context(*args, batch["task"])
         c_other = wm.context(*args, torch.zeros_like(batch["task"]))  # another text in the task's place
     assert (c - c_other).abs().amax(-1).min() > 1e-3
+
+
+def test_history_reads_the_first_and_the_recent_latents_only():
+    """history_latents = 1: the context reads the episode's first latent, the current one and every action,
+    never a latent in between nor a padding position; with 0 it reads them all."""
+    torch.manual_seed(0)
+    z, a, task = torch.randn(2, 5, 2, 8), torch.randn(2, 5, 16), torch.randn(2, 2, 8)
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]], dtype=torch.bool)  # row 0 starts at position 2
+
+    def change(history, pos: int, of: str = "z") -> torch.Tensor:
+        z2, a2 = z.clone(), a.clone()
+        (z2 if of == "z" else a2)[:, pos] += 3.0
+        with torch.no_grad():
+            return (history(z2, a2, mask, task) - history(z, a, mask, task)).abs().amax(-1)
+
+    history = HistoryEncoder(2, 8, 16, 32, window=5, layers=1, recent_latents=1)
+    assert change(history, 2)[0] > 1e-4 and change(history, 0)[1] > 1e-4  # each row's first latent
+    assert (change(history, 4) > 1e-4).all()  # the current latent
+    assert change(history, 3)[0] == 0 and (change(history, 1)[1], change(history, 2)[1]) == (0, 0)
+    assert change(history, 0)[0] == 0  # padding
+    assert (change(history, 3, of="a") > 1e-4).all()  # actions are read at every real position
+    every = HistoryEncoder(2, 8, 16, 32, window=5, layers=1)
+    assert (change(every, 3) > 1e-4).all()
+    with pytest.raises(ValueError, match="world_model.history_latents"):
+        HistoryEncoder(2, 8, 16, 32, window=5, recent_latents=-1)
 
 
 def test_near_view_keeps_the_last_steps_and_remaps_indices():

@@ -124,6 +124,10 @@ def fit(cfg: DictConfig) -> Path:
         module = WorldModelModule.load_from_checkpoint(last)
         ckpt_path: str | None = str(last)
     else:
+        # a fresh fit replaces an earlier one in run.dir: its checkpoints (Lightning would save the new
+        # last as last-v1.ckpt, and a later fit.resume=true would continue the old fit) and its settings
+        for stale in [*ckpt_dir.glob("*.ckpt"), run_dir / "fit_settings.json"]:
+            stale.unlink(missing_ok=True)
         encoder = to_object(cfg.encoder)
         encoder.trainable = encoder.trainable and cfg.ablation.joint_encoder  # the frozen-encoder ablation
         module = WorldModelModule(

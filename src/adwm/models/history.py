@@ -20,9 +20,21 @@ class HistoryEncoder(nn.Module):
     """
 
     def __init__(
-        self, n_latents: int, d_latent: int, d_action: int, d_model: int, window: int, layers: int = 2
+        self,
+        n_latents: int,
+        d_latent: int,
+        d_action: int,
+        d_model: int,
+        window: int,
+        layers: int = 2,
+        recent_latents: int = 0,
     ) -> None:
         super().__init__()
+        if recent_latents < 0:
+            raise ValueError(f"world_model.history_latents: expected 0 (all) or more, got {recent_latents}")
+        self.recent_latents = recent_latents
+        if recent_latents > 0:  # stands for an observation latent the history does not read
+            self.unread = nn.Parameter(torch.zeros(d_model))
         self.z_proj = nn.Linear(n_latents * d_latent, d_model)
         self.task_proj = nn.Linear(n_latents * d_latent, d_model)
         self.task_pos = nn.Parameter(torch.zeros(d_model))
@@ -37,7 +49,13 @@ class HistoryEncoder(nn.Module):
         """z (B, W, L, d_z), prev_a (B, W, d_a) (zeros where none), mask (B, W) real steps,
         task (B, L, d_z) latent of the task text -> c (B, d_model)."""
         b, w = z.shape[:2]
-        x = self.z_proj(z.reshape(b, w, -1)) + self.a_proj(prev_a)  # (B, W, D)
+        zx = self.z_proj(z.reshape(b, w, -1))  # (B, W, D)
+        if self.recent_latents > 0:
+            pos = torch.arange(w, device=z.device)
+            first = mask.float().argmax(1)  # left-padded: the episode's first real position
+            read = mask & ((pos >= w - self.recent_latents)[None] | (pos[None] == first[:, None]))
+            zx = torch.where(read[..., None], zx, self.unread)
+        x = zx + self.a_proj(prev_a)  # (B, W, D)
         x = torch.where(mask[..., None], x, self.before) + self.pos[-w:]
         x = torch.cat([(self.task_proj(task.reshape(b, -1)) + self.task_pos)[:, None], x], dim=1)  # (B, 1+W, D)
         causal = torch.triu(torch.ones(w + 1, w + 1, dtype=torch.bool, device=z.device), 1)

@@ -78,6 +78,10 @@ class WorldModelConfig:
     # 0.492), nRMSE 0.28 / 0.24 / 0.32 against 0.33 / 0.33 / 0.26, Spearman 0.71 / 0.96 / 0.86 against
     # 0.86 / 0.96 / 0.86 (seed 0: iter1 over-estimated); not a clear gain, so off by default.
     context_noise: float = 0.0
+    # Observation latents the history reads: the episode's first and the last `history_latents` (0: every
+    # one in the window); the others keep their action and read a learned "not read" token. In simulation
+    # every latent after the first is sampled, so a history that reads them all compounds their error.
+    history_latents: int = 0
     retrieval_candidates: int = 32  # N of the one-step retrieval metric
     proposal: str = "head"  # head: learned, nearest-logged-state retrieval where it proposes nothing | retrieval
     denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
@@ -115,7 +119,9 @@ class WorldModelModule(L.LightningModule):
         self.target_encoder = copy.deepcopy(self.encoder).requires_grad_(False)
         n, d = enc_cfg.n_latents, enc_cfg.d_latent
         self.action_encoder = ActionEncoder(self.encoder.tokenizer, wm.d_action)
-        self.history = HistoryEncoder(n, d, wm.d_action, wm.d_context, window, wm.history_layers)
+        self.history = HistoryEncoder(
+            n, d, wm.d_action, wm.d_context, window, wm.history_layers, wm.history_latents
+        )
         self.null_action = nn.Parameter(torch.zeros(wm.d_action))
         self.denoiser = Denoiser(wm.denoiser, n, d, wm.d_context + wm.d_action)
         self.heads = Heads(n * d, wm.d_context, wm.d_action)
@@ -567,4 +573,5 @@ def _wm_config(d: dict) -> WorldModelConfig:
     d = dict(d)
     d["denoiser"] = DenoiserConfig(**d.get("denoiser", {}))
     d["sampler"] = SamplerConfig(**d.get("sampler", {}))
+    d.setdefault("history_latents", 0)  # checkpoints from before the option read every latent
     return WorldModelConfig(**d)
