@@ -119,9 +119,7 @@ class WorldModelModule(L.LightningModule):
         self.target_encoder = copy.deepcopy(self.encoder).requires_grad_(False)
         n, d = enc_cfg.n_latents, enc_cfg.d_latent
         self.action_encoder = ActionEncoder(self.encoder.tokenizer, wm.d_action)
-        self.history = HistoryEncoder(
-            n, d, wm.d_action, wm.d_context, window, wm.history_layers, wm.history_latents
-        )
+        self.history = HistoryEncoder(n, d, wm.d_action, wm.d_context, window, wm.history_layers, wm.history_latents)
         self.null_action = nn.Parameter(torch.zeros(wm.d_action))
         self.denoiser = Denoiser(wm.denoiser, n, d, wm.d_context + wm.d_action)
         self.heads = Heads(n * d, wm.d_context, wm.d_action)
