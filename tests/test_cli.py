@@ -98,11 +98,21 @@ def test_fit_budget_is_counted_in_steps(smoke_overrides, tmp_path, capsys):
     assert main(["fit", *smoke_overrides, *budget]) == 0
     metrics = json.loads((tmp_path / "fit" / "metrics.json").read_text())
     assert metrics["global_step"] == 5 and metrics["encoder_frozen_at_step"] == 2
+    assert metrics["stopped_by_max_minutes"] is False
     state = torch.load(tmp_path / "fit" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert bool(state["state_dict"]["encoder_frozen"])
     for key in ("fit.max_steps", "fit.encoder_steps"):
         assert main(["fit", *smoke_overrides, f"{key}=-1"]) == 2
         assert key in capsys.readouterr().err
+
+
+def test_a_fit_cut_short_by_the_time_guard_says_so(smoke_overrides, tmp_path, capsys):
+    assert main(["collect", *smoke_overrides, *UNIFORM_LOG]) == 0
+    guard = ["fit.max_epochs=50", "fit.max_steps=40", "fit.max_minutes=0.0001", "fit.rollout_heads.enabled=false"]
+    assert main(["fit", *smoke_overrides, *guard]) == 0
+    metrics = json.loads((tmp_path / "fit" / "metrics.json").read_text())
+    assert metrics["stopped_by_max_minutes"] is True and metrics["global_step"] < 40
+    assert "stopped by fit.max_minutes=0.0001" in capsys.readouterr().err
 
 
 def test_negative_projector_budget_is_a_named_error(smoke_overrides, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, Timer
 from omegaconf import DictConfig, OmegaConf
 
 from adwm.atomic import atomic_write_json
@@ -162,6 +163,13 @@ def fit(cfg: DictConfig) -> Path:
     )
     start = time.time()
     trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)
+    timed_out = any(isinstance(c, Timer) and c.time_remaining("train") <= 0 for c in trainer.callbacks)
+    if timed_out:  # the guard, not the step budget, ended this fit: a slower machine gives another model
+        print(
+            f"fit: stopped by fit.max_minutes={fcfg.max_minutes} at step {trainer.global_step} "
+            f"(fit.max_steps={fcfg.max_steps}); the world model is not what the step budget gives",
+            file=sys.stderr,
+        )
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     texts, admissible = dm.admissible_states("train")
     if texts:  # environments without admissible lists have no bank: the head alone proposes
@@ -188,6 +196,7 @@ def fit(cfg: DictConfig) -> Path:
             "global_step": trainer.global_step,
             # where the encoder stopped training in this run (None: it never trained or never froze here)
             "encoder_frozen_at_step": None if freezer is None else freezer.frozen_at,
+            "stopped_by_max_minutes": timed_out,
             "epoch": trainer.current_epoch,
             "seconds": round(time.time() - start, 1),
             "train_steps": len(dm.train_items),
