@@ -60,7 +60,8 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
     assert (tmp_path / "fit" / "checkpoints" / "last.ckpt").is_file()
     assert len(list((tmp_path / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
     for metrics in (tmp_path / "project").glob("*/metrics.json"):  # the step budget ends each (3 in the epoch)
-        assert json.loads(metrics.read_text())["steps"] == 2
+        projector = json.loads(metrics.read_text())
+        assert projector["steps"] == 2 and projector["stopped_by_max_minutes"] is False
     assert (tmp_path / "agents" / "iter2" / "model.safetensors").is_file()
     assert sum(1 for _ in open(summary["behaviour_log"])) == 12
     stages = ["train_agents", "collect", "ground_truth", "fit", "project_and_evaluate", "baselines"]
@@ -112,7 +113,7 @@ def test_a_fit_cut_short_by_the_time_guard_says_so(smoke_overrides, tmp_path, ca
     assert main(["fit", *smoke_overrides, *guard]) == 0
     metrics = json.loads((tmp_path / "fit" / "metrics.json").read_text())
     assert metrics["stopped_by_max_minutes"] is True and metrics["global_step"] < 40
-    assert "stopped by fit.max_minutes=0.0001" in capsys.readouterr().err
+    assert "fit: stopped by fit.max_minutes=0.0001" in capsys.readouterr().err
 
 
 def test_negative_projector_budget_is_a_named_error(smoke_overrides, capsys):

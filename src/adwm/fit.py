@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint, Timer
+from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
 from adwm.atomic import atomic_write_json
@@ -20,7 +19,7 @@ from adwm.data.datamodule import TrajectoryDataModule
 from adwm.models.metrics import set_metrics
 from adwm.models.rollout_heads import RolloutHeadsConfig, refit_transition_heads
 from adwm.models.world_model import PROPOSALS, WorldModelModule
-from adwm.trainer import build_logger, build_trainer
+from adwm.trainer import build_logger, build_trainer, stopped_by_time
 
 to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports FitConfig from here
 
@@ -163,13 +162,7 @@ def fit(cfg: DictConfig) -> Path:
     )
     start = time.time()
     trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)
-    timed_out = any(isinstance(c, Timer) and c.time_remaining("train") <= 0 for c in trainer.callbacks)
-    if timed_out:  # the guard, not the step budget, ended this fit: a slower machine gives another model
-        print(
-            f"fit: stopped by fit.max_minutes={fcfg.max_minutes} at step {trainer.global_step} "
-            f"(fit.max_steps={fcfg.max_steps}); the world model is not what the step budget gives",
-            file=sys.stderr,
-        )
+    timed_out = stopped_by_time(trainer, "fit", fcfg.max_minutes)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     texts, admissible = dm.admissible_states("train")
     if texts:  # environments without admissible lists have no bank: the head alone proposes

@@ -21,7 +21,7 @@ from adwm.models.projector import ProjectorModule
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
-from adwm.trainer import build_logger, build_trainer
+from adwm.trainer import build_logger, build_trainer, stopped_by_time
 
 to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports ProjectConfig from here
 
@@ -129,6 +129,7 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
     val_loader = _batches(val, proj_cfg.batch_size, False, cfg.seed) if val else None
     before = trainer.validate(module, val_loader, verbose=False)[0] if val else {}
     trainer.fit(module, _batches(train, proj_cfg.batch_size, True, cfg.seed), val_loader)
+    timed_out = stopped_by_time(trainer, "projector", proj_cfg.max_minutes)
     after = trainer.validate(module, val_loader, verbose=False)[0] if val else {}
     trainer.save_checkpoint(ckpt)
     atomic_write_json(
@@ -137,6 +138,7 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
             "agent": pcfg.model,
             "seconds": round(time.time() - start, 1),
             "steps": trainer.global_step,
+            "stopped_by_max_minutes": timed_out,
             "train_states": len(train),
             "val_states": len(val),
             "before": {k: float(v) for k, v in before.items()},

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
 LOGGERS = ("none", "csv", "wandb")
@@ -80,3 +82,16 @@ def build_trainer(cfg: TrainerConfig, logger: Logger | bool, run_dir: Path, **kw
         enable_model_summary=False,
         **kwargs,
     )
+
+
+def stopped_by_time(trainer: L.Trainer, section: str, max_minutes: float) -> bool:
+    """Whether the `max_time` guard (`<section>.max_minutes`), not the step or epoch budget, ended the last
+    fit; says so on stderr, since a slower machine would then have given another model."""
+    timed_out = any(isinstance(c, Timer) and c.time_remaining("train") <= 0 for c in trainer.callbacks)
+    if timed_out:
+        print(
+            f"{section}: stopped by {section}.max_minutes={max_minutes} at step {trainer.global_step}, "
+            "before its step budget; the result is not what the step budget gives",
+            file=sys.stderr,
+        )
+    return timed_out
