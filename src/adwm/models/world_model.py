@@ -575,5 +575,4 @@ def _wm_config(d: dict) -> WorldModelConfig:
     d = dict(d)
     d["denoiser"] = DenoiserConfig(**d.get("denoiser", {}))
     d["sampler"] = SamplerConfig(**d.get("sampler", {}))
-    d.setdefault("history_latents", 0)  # checkpoints from before the option read every latent
     return WorldModelConfig(**d)
