@@ -148,6 +148,7 @@ def test_continuation_guidance_runs_and_moves_the_rollouts(world, bc_agent_dir):
 
 
 def test_snapping_keeps_every_simulated_latent_on_a_logged_one(world):
+    """Snapping is the default: every latent the heads score is a logged one; off, sampled latents are not."""
     wm, dm = world
     seen = []
     transition = wm.heads.transition
@@ -158,14 +159,33 @@ def test_snapping_keeps_every_simulated_latent_on_a_logged_one(world):
 
     wm.heads.transition = recorded
     try:
-        sim = SimulateConfig(n_rollouts=4, batch_size=4, snap=True)
-        simulate(wm, PolicyConfig(name="u", kind="uniform"), None, logged_starts(dm), sim, GuidanceConfig(), 0.95, 3, 0)
+        uniform = PolicyConfig(name="u", kind="uniform")
+        simulate(
+            wm,
+            uniform,
+            None,
+            logged_starts(dm),
+            SimulateConfig(n_rollouts=4, batch_size=4),
+            GuidanceConfig(),
+            0.95,
+            3,
+            0,
+        )
+        snapped = list(seen)
+        seen.clear()
+        sim = SimulateConfig(n_rollouts=4, batch_size=4, snap=False)
+        simulate(wm, uniform, None, logged_starts(dm), sim, GuidanceConfig(), 0.95, 3, 0)
     finally:
         wm.heads.transition = transition
     bank = wm.proposal_bank.latents
-    assert seen
-    for z in seen:  # each simulated latent is an exact copy of a logged one
-        assert (z[:, None, :] == bank[None]).all(-1).any(-1).all()
+
+    def on_bank(z):
+        return (z[:, None, :] == bank[None]).all(-1).any(-1)
+
+    assert snapped and seen
+    for z in snapped:  # each simulated latent is an exact copy of a logged one
+        assert on_bank(z).all()
+    assert not any(on_bank(z).any() for z in seen)
 
 
 def test_first_steps_without_a_list_get_proposed_candidates_and_sets_are_capped(world):

@@ -4,8 +4,9 @@ Each rollout starts from a logged initial observation (real text, encoded) with
 its logged admissible list. Then, batched over rollouts: the agent reads the
 latent (soft tokens, or the nearest logged text) and picks among the candidate
 actions (eps-greedy and temperature act on that same set) -> guided denoising
-gives z_{t+1} -> the reward and termination heads score the transition -> the
-world model proposes the next candidate set as an edit of the current one.
+gives z_{t+1}, snapped to the nearest logged latent (`snap`) -> the reward and
+termination heads score the transition -> the next candidate set is the logged
+list of the nearest logged state (`candidates`; or the world model's edit head).
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ class SimulateConfig:
     batch_size: int = 256  # rollouts advanced together
     ci_resamples: int = 2000  # bootstrap resamples of the rollout returns
     ci_level: float = 0.95
-    snap: bool = False  # replace each sampled latent by the nearest logged one (keeps rollouts on the data)
+    # Replace each sampled latent by the nearest logged one: the agent, the heads and the next history then
+    # read only latents of real observations (sampled ones lie ~4 from the nearest logged latent, whose
+    # neighbours are ~2.6 apart, and rollouts made of them drift). Measured on the three step-budget demo
+    # world models (seeds 0 / 1 / 2): Spearman 0.93 / 0.93 / 0.96 and nRMSE 0.17 / 0.30 / 0.21 (means 0.94,
+    # 0.22) against 0.96 / 0.86 / 0.96 and 0.18 / 0.23 / 0.28 (means 0.93, 0.23) without snapping.
+    snap: bool = True
     max_candidates: int = 64  # cap on a simulated candidate set (0 = none); logged builtin lists hold <= 20
     # Simulated rewards are clipped to the range of the logged ones: the reward head is a regression that
     # extrapolates on latents unlike the logged ones. Measured on a seed-0 demo world model: simulating
