@@ -157,24 +157,16 @@ def test_snapping_keeps_every_simulated_latent_on_a_logged_one(world):
         seen.append(z.flatten(1))
         return transition(z, c, a)
 
+    def run(sim):
+        uniform = PolicyConfig(name="u", kind="uniform")
+        simulate(wm, uniform, None, logged_starts(dm), sim, GuidanceConfig(), 0.95, 3, 0)
+
     wm.heads.transition = recorded
     try:
-        uniform = PolicyConfig(name="u", kind="uniform")
-        simulate(
-            wm,
-            uniform,
-            None,
-            logged_starts(dm),
-            SimulateConfig(n_rollouts=4, batch_size=4),
-            GuidanceConfig(),
-            0.95,
-            3,
-            0,
-        )
+        run(SimulateConfig(n_rollouts=4, batch_size=4))  # the default
         snapped = list(seen)
         seen.clear()
-        sim = SimulateConfig(n_rollouts=4, batch_size=4, snap=False)
-        simulate(wm, uniform, None, logged_starts(dm), sim, GuidanceConfig(), 0.95, 3, 0)
+        run(SimulateConfig(n_rollouts=4, batch_size=4, snap=False))
     finally:
         wm.heads.transition = transition
     bank = wm.proposal_bank.latents
