@@ -164,6 +164,14 @@ def test_fit_with_a_frozen_encoder_caches_latents_from_the_first_step(smoke_over
     assert enc.keys() == target.keys() and all(torch.equal(enc[k], target[k]) for k in enc)
 
 
+def test_fit_refuses_a_run_dir_since_it_writes_to_run_fit(smoke_overrides, tmp_path, capsys):
+    """`adwm fit run.dir=X` would otherwise write to (and replace) the default world model in run.fit."""
+    assert main(["fit", *smoke_overrides, f"run.dir={tmp_path / 'elsewhere'}"]) == 2
+    err = capsys.readouterr().err
+    assert "run.dir=" in err and "writes to run.fit" in err and "set run.fit instead" in err
+    assert not (tmp_path / "fit").exists() and not (tmp_path / "elsewhere").exists()
+
+
 def test_fit_on_a_missing_log_names_the_path(smoke_overrides, tmp_path, capsys):
     assert main(["fit", *smoke_overrides, f"data.log={tmp_path}/nowhere.jsonl"]) == 2
     assert "nowhere.jsonl" in capsys.readouterr().err

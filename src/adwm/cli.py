@@ -116,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(command: str, overrides: list[str]) -> None:
-    from adwm.config import load_config, to_object
+    from adwm.config import ConfigError, load_config, to_object
 
     cfg = load_config(overrides, command)
     if command == "config":
@@ -144,7 +144,14 @@ def _run(command: str, overrides: list[str]) -> None:
     elif command == "fit":
         from adwm.fit import fit
 
-        cfg.run.dir = cfg.run.fit  # the world model's folder, where evaluate and project look for it
+        # fit writes to the world model's folder, where evaluate and project look for it; a run.dir given
+        # for fit would otherwise be ignored and the default world model overwritten
+        if any(o.split("=", 1)[0].lstrip("+") == "run.dir" for o in overrides) and cfg.run.dir != cfg.run.fit:
+            raise ConfigError(
+                f"command line: run.dir={cfg.run.dir}: `adwm fit` writes to run.fit ({cfg.run.fit}); "
+                "set run.fit instead"
+            )
+        cfg.run.dir = cfg.run.fit
         print(fit(cfg))
     elif command == "project":
         from adwm.project import project
