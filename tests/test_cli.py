@@ -48,7 +48,7 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
     out = capsys.readouterr().out.strip().splitlines()
     summary = json.loads(open(out[-1]).read())
     assert summary["env"] == "builtin"
-    estimators = ["adwm", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
+    estimators = ["adwm", "adwm_sim", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
     assert list(summary["metrics"]) == estimators
     for est in estimators:
         assert set(summary["metrics"][est]) >= {"spearman", "kendall", "regret_at_1", "nrmse", "regret_at_3"}
@@ -57,6 +57,19 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
     for p in summary["policies"]:
         assert set(p) >= {"name", "J_true", "J_true_se", "estimates"} and list(p["estimates"]) == estimators
         assert math.isfinite(p["estimates"]["adwm"]) and math.isfinite(p["estimates"]["fqe"])
+    # behaviour calibration: the behaviour agents' mean gap between logged and simulated value is added
+    estimates = json.loads((tmp_path / "quickstart" / "estimates.json").read_text())
+    assert summary["calibration"]["method"] == "shift"
+    assert set(estimates["behaviour"]) == {"iter1_t0.5", "iter2_t2", "iter3_t2_eps0.3"}
+    returns = {}
+    for line in open(summary["behaviour_log"]):
+        ep = json.loads(line)
+        returns.setdefault(ep["policy"], []).append(
+            sum(summary["gamma"] ** t * s["reward"] for t, s in enumerate(ep["steps"]))
+        )
+    gaps = [sum(r) / len(r) - estimates["behaviour"][name]["J_hat_sim"] for name, r in returns.items()]
+    for p in summary["policies"]:
+        assert p["estimates"]["adwm"] == pytest.approx(p["estimates"]["adwm_sim"] + sum(gaps) / len(gaps))
     assert (tmp_path / "fit" / "checkpoints" / "last.ckpt").is_file()
     assert len(list((tmp_path / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
     for metrics in (tmp_path / "project").glob("*/metrics.json"):  # the step budget ends each (3 in the epoch)

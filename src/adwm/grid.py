@@ -276,8 +276,8 @@ def write_grid_report(spec: GridSpec, runs: list[Run]) -> Path:
         first_combo = first_combo or combo
         labels = {"variant": combo, "seed": r.labels["seed"]}
         for row in metric_rows(summary, labels):
-            if row["estimator"] == "adwm":
-                met_rows.append({**row, "row": f"adwm ({combo})"})
+            if row["estimator"].startswith("adwm"):  # adwm and, when calibrated, adwm_sim
+                met_rows.append({**row, "row": f"{row['estimator']} ({combo})"})
             elif combo == first_combo:
                 met_rows.append({**row, "row": row["estimator"]})
         est_rows += estimate_rows(summary, labels)
@@ -304,12 +304,16 @@ def write_grid_report(spec: GridSpec, runs: list[Run]) -> Path:
     for m, _, _ in TABLE_METRICS:
         plot_metric(agg, 0, None, m, out / f"{m}.png")
     plot_scatter(
-        [r for r in est_rows if r["variant"] == first_combo or r["estimator"] == "adwm"],
+        [r for r in est_rows if r["variant"] == first_combo or r["estimator"].startswith("adwm")],
         out / "scatter.png",
         f"J vs J_hat: {spec.name}",
     )
     for seed in seeds:
-        rows = [r for r in est_rows if r["seed"] == seed and (r["variant"] == first_combo or r["estimator"] == "adwm")]
+        rows = [
+            r
+            for r in est_rows
+            if r["seed"] == seed and (r["variant"] == first_combo or r["estimator"].startswith("adwm"))
+        ]
         parts += ["", f"## J and J_hat, seed {seed}", "", estimates_table(rows)]
     parts += ["", "## Stage times per run (s)", "", timing_table(timings, "variant")]
     table = out / "table.md"

@@ -83,7 +83,8 @@ def stage_seconds(
     fit_metrics = Path(cfg.run.fit) / "metrics.json"
     if fit_metrics.is_file():
         out["fit"] = json.loads(fit_metrics.read_text()).get("seconds", measured["fit"])
-    out["project_and_evaluate"] = sum(e.get("seconds", 0.0) for e in estimates["estimates"].values())
+    simulated = [*estimates["estimates"].values(), *estimates.get("behaviour", {}).values()]
+    out["project_and_evaluate"] = sum(e.get("seconds", 0.0) for e in simulated)
     if "baselines" in measured:
         out["baselines"] = sum(e.get("seconds", 0.0) for e in baselines["estimates"].values())
     return {k: None if v is None else round(float(v), 1) for k, v in out.items()}
@@ -129,6 +130,7 @@ def quickstart(cfg: DictConfig) -> Path:
         baselines = json.loads(run_baselines(cfg).read_text())
         timings["baselines"] = round(time.time() - t, 1)
 
+    calibrated = estimates.get("calibration", {}).get("method", "none") != "none"
     rows = []
     for name, r in truth.items():
         row = {
@@ -139,6 +141,9 @@ def quickstart(cfg: DictConfig) -> Path:
             "estimates": {"adwm": estimates["estimates"][name]["J_hat"]},
             "ci": {"adwm": estimates["estimates"][name]["ci"]},
         }
+        if calibrated:  # the uncalibrated simulated value beside it
+            row["estimates"]["adwm_sim"] = estimates["estimates"][name]["J_hat_sim"]
+            row["ci"]["adwm_sim"] = estimates["estimates"][name]["ci_sim"]
         for est, e in baselines["estimates"].get(name, {}).get("estimators", {}).items():
             row["estimates"][est], row["ci"][est] = e["J_hat"], e["ci"]
             row.setdefault("flags", {})[est] = e["flag"]
@@ -150,7 +155,12 @@ def quickstart(cfg: DictConfig) -> Path:
         "gamma": cfg.env.gamma,
         "behaviour_log": str(log),
         "policies": rows,
-        "metrics": {"adwm": estimates.get("metrics", {}), **baselines.get("metrics", {})},
+        "metrics": {
+            "adwm": estimates.get("metrics", {}),
+            **({"adwm_sim": estimates.get("metrics_sim", {})} if calibrated else {}),
+            **baselines.get("metrics", {}),
+        },
+        "calibration": estimates.get("calibration"),
         "timings_s": timings,  # what this command spent per stage (0 for a stage it found done)
         "stage_seconds": stage_seconds(cfg, log, truth, estimates, baselines, timings),  # cost when each ran
     }

@@ -185,7 +185,8 @@ def estimates_table(rows: list[dict]) -> str:
     """Policies as rows; J with its standard error, then ADWM per variant and each baseline."""
 
     def column(r: dict) -> str:
-        return f"adwm ({r['variant']})" if r["estimator"] == "adwm" and "variant" in r else r["estimator"]
+        adwm = r["estimator"].startswith("adwm")  # adwm, and adwm_sim when calibrated
+        return f"{r['estimator']} ({r['variant']})" if adwm and "variant" in r else r["estimator"]
 
     cols = list(dict.fromkeys(column(r) for r in rows))
     table: dict[str, dict] = {}
