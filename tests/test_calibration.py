@@ -12,6 +12,7 @@ from adwm.config import load_config
 from adwm.data.schema import Episode, StepRecord
 from adwm.evaluate import behaviour_policies
 from adwm.evaluation.calibration import check_calibration, fit_calibration, logged_values
+from adwm.policies.llm import PolicyConfig
 
 
 def episode(policy: str, rewards: list[float]) -> Episode:
@@ -28,52 +29,65 @@ def test_logged_values_are_each_policys_mean_discounted_return():
     assert values["b"]["J"] == pytest.approx(0.405) and math.isnan(values["b"]["se"])
 
 
-SIM = {  # simulated values of three behaviour agents, with 95% intervals of half-width 0.02
-    "p": {"J_hat_sim": 0.20, "ci_sim": [0.18, 0.22]},
-    "q": {"J_hat_sim": 0.30, "ci_sim": [0.28, 0.32]},
-    "r": {"J_hat_sim": 0.40, "ci_sim": [0.38, 0.42]},
-}
+def agent(name: str, model: str = "", eps: float = 0.0, kind: str = "llm") -> PolicyConfig:
+    return PolicyConfig(name=name, kind=kind, model=model, eps=eps)
+
+
+# three behaviour agents on two checkpoints, simulated with 95% intervals of half-width 0.02
+BEHAVIOUR = [agent("p", "ckpt/a"), agent("q", "ckpt/a", eps=0.3), agent("r", "ckpt/b")]
+SIM = {n: {"J_hat_sim": j, "ci_sim": [j - 0.02, j + 0.02]} for n, j in [("p", 0.20), ("q", 0.30), ("r", 0.40)]}
 LOGGED = {"p": {"J": 0.15, "se": 0.01}, "q": {"J": 0.32, "se": 0.01}, "r": {"J": 0.49, "se": 0.01}}
+GAPS = {"p": -0.05, "q": 0.02, "r": 0.09}
+VAR = 0.01**2 + (0.02 / norm.ppf(0.975)) ** 2  # each gap's: logged se^2 + simulated se^2
 
 
-def test_shift_adds_the_mean_gap_between_logged_and_simulated_values():
-    cal = fit_calibration("shift", SIM, LOGGED, 0.95)
-    gap = ((0.15 - 0.20) + (0.32 - 0.30) + (0.49 - 0.40)) / 3
-    assert cal.a == pytest.approx(gap) and cal.b == 1.0
-    assert cal(0.25) == pytest.approx(0.25 + gap)
-    se_sim = 0.02 / norm.ppf(0.975)
-    assert cal.se(0.25) == pytest.approx(math.sqrt(3 * (0.01**2 + se_sim**2)) / 3)
+def test_backbone_calibration_uses_the_gap_of_the_behaviour_agents_on_the_same_checkpoint():
+    cal = fit_calibration("backbone", BEHAVIOUR, SIM, LOGGED, 0.95)
+    mean_all = sum(GAPS.values()) / 3
+    assert cal.offset(agent("e", "ckpt/a")) == pytest.approx((GAPS["p"] + GAPS["q"]) / 2)
+    assert cal.offset(agent("e", "ckpt/b")) == pytest.approx(GAPS["r"])
+    # the uniform share of an eps-greedy policy takes the mean gap of all behaviour agents
+    assert cal.offset(agent("e", "ckpt/b", eps=0.25)) == pytest.approx(0.75 * GAPS["r"] + 0.25 * mean_all)
+    assert cal.offset(agent("e", "ckpt/b", eps=1.0)) == pytest.approx(mean_all)
+    # a checkpoint no behaviour agent runs, or no model at all: the mean gap
+    assert cal.offset(agent("e", "ckpt/c")) == pytest.approx(mean_all)
+    assert cal.offset(agent("e", kind="uniform")) == pytest.approx(mean_all)
+    # the offset's standard error: sqrt(sum_i w_i^2 var_i)
+    assert cal.se(agent("e", "ckpt/a")) == pytest.approx(math.sqrt(2 * 0.25 * VAR))
+    assert cal.se(agent("e", "ckpt/c")) == pytest.approx(math.sqrt(3 * VAR / 9))
 
 
-def test_affine_is_the_least_squares_line_and_its_interval_widens_away_from_the_data():
-    cal = fit_calibration("affine", SIM, LOGGED, 0.95)
-    x, y = np.array([0.2, 0.3, 0.4]), np.array([0.15, 0.32, 0.49])
-    slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
-    assert cal.b == pytest.approx(slope) and cal.a == pytest.approx(y.mean() - slope * x.mean())
-    assert cal.se(0.3) < cal.se(0.6)  # the fitted line is surest at the mean of the behaviour agents
-    lo, hi = cal.interval(0.3, [0.28, 0.32], 0.95)
-    assert lo < cal.b * 0.28 + cal.a and hi > cal.b * 0.32 + cal.a  # the mapped interval, widened
+def test_shift_adds_the_mean_gap_to_every_policy_and_the_interval_widens():
+    cal = fit_calibration("shift", BEHAVIOUR, SIM, LOGGED, 0.95)
+    mean_all = sum(GAPS.values()) / 3
+    for policy in (agent("e", "ckpt/a"), agent("e", "ckpt/b", eps=0.5), agent("e", kind="uniform")):
+        assert cal.offset(policy) == pytest.approx(mean_all)
+    lo, hi = cal.interval(agent("e", "ckpt/a"), [0.25, 0.36], 0.95)
+    extra = norm.ppf(0.975) * math.sqrt(VAR / 3)
+    centre = 0.305 + mean_all
+    assert lo == pytest.approx(centre - math.hypot(0.055, extra)) and hi == pytest.approx(
+        centre + math.hypot(0.055, extra)
+    )
+    assert cal.to_dict()["gaps"]["r"]["gap"] == pytest.approx(GAPS["r"])
 
 
 def test_none_leaves_values_and_intervals_alone():
-    cal = fit_calibration("none", {}, {}, 0.95)
-    assert cal(0.3) == 0.3 and cal.interval(0.3, [0.25, 0.36], 0.95) == pytest.approx([0.25, 0.36])
+    cal = fit_calibration("none", [], {}, {}, 0.95)
+    policy = agent("e", "ckpt/a")
+    assert cal.offset(policy) == 0.0 and cal.interval(policy, [0.25, 0.36], 0.95) == pytest.approx([0.25, 0.36])
 
 
 def test_bad_calibration_settings_are_named():
-    with pytest.raises(ValueError, match=r"evaluate.calibration: expected one of \['none', 'shift', 'affine'\]"):
-        check_calibration("linear")
-    with pytest.raises(ValueError, match="evaluate.calibration=affine: needs two or more behaviour agents"):
-        fit_calibration("affine", {"p": SIM["p"]}, LOGGED, 0.95)
+    with pytest.raises(ValueError, match=r"evaluate.calibration: expected one of \['none', 'shift', 'backbone'\]"):
+        check_calibration("affine")
     with pytest.raises(ValueError, match="collect.behaviour lists no behaviour agent"):
-        fit_calibration("shift", {}, {}, 0.95)
+        fit_calibration("backbone", [], {}, {}, 0.95)
 
 
 def test_a_behaviour_agent_missing_from_the_log_is_named():
-    cfg = load_config(["collect.behaviour=[{policy: {name: u, kind: uniform}}, {policy: {name: v, kind: uniform}}]"])
+    behaviour = "collect.behaviour=[{policy: {name: u, kind: uniform}}, {policy: {name: v, kind: uniform}}]"
     logged = logged_values([episode("u", [1.0])], 0.95)
     with pytest.raises(ValueError, match=r"collect.behaviour\[1\].policy.name: no episodes of 'v' in the log 'L'"):
-        behaviour_policies(cfg, logged, "L")
-    assert [
-        p.name for p in behaviour_policies(load_config(["collect.behaviour=[{policy: {name: u}}]"]), logged, "L")
-    ] == ["u"]
+        behaviour_policies(load_config([behaviour]), logged, "L")
+    found = behaviour_policies(load_config(["collect.behaviour=[{policy: {name: u}}]"]), logged, "L")
+    assert [p.name for p in found] == ["u"]

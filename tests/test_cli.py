@@ -57,19 +57,23 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
     for p in summary["policies"]:
         assert set(p) >= {"name", "J_true", "J_true_se", "estimates"} and list(p["estimates"]) == estimators
         assert math.isfinite(p["estimates"]["adwm"]) and math.isfinite(p["estimates"]["fqe"])
-    # behaviour calibration: the behaviour agents' mean gap between logged and simulated value is added
+    # behaviour calibration: each policy is corrected by the gap (logged - simulated value) of the behaviour
+    # agent on its checkpoint; the uniform share of an eps policy by the mean gap of all three
     estimates = json.loads((tmp_path / "quickstart" / "estimates.json").read_text())
-    assert summary["calibration"]["method"] == "shift"
-    assert set(estimates["behaviour"]) == {"iter1_t0.5", "iter2_t2", "iter3_t2_eps0.3"}
+    assert summary["calibration"]["method"] == "backbone"
     returns = {}
     for line in open(summary["behaviour_log"]):
         ep = json.loads(line)
-        returns.setdefault(ep["policy"], []).append(
-            sum(summary["gamma"] ** t * s["reward"] for t, s in enumerate(ep["steps"]))
-        )
-    gaps = [sum(r) / len(r) - estimates["behaviour"][name]["J_hat_sim"] for name, r in returns.items()]
+        ret = sum(summary["gamma"] ** t * s["reward"] for t, s in enumerate(ep["steps"]))
+        returns.setdefault(ep["policy"], []).append(ret)
+    assert set(estimates["behaviour"]) == set(returns) == {"iter1_t0.5", "iter2_t2", "iter3_t2_eps0.3"}
+    gap = {name: sum(r) / len(r) - estimates["behaviour"][name]["J_hat_sim"] for name, r in returns.items()}
+    mean_gap = sum(gap.values()) / 3
+    offset = {"iter1": gap["iter1_t0.5"], "iter2": gap["iter2_t2"]}
+    for eps in (0.0, 0.25, 0.5, 0.75, 1.0):
+        offset[f"iter3_eps{eps:g}"] = (1 - eps) * gap["iter3_t2_eps0.3"] + eps * mean_gap
     for p in summary["policies"]:
-        assert p["estimates"]["adwm"] == pytest.approx(p["estimates"]["adwm_sim"] + sum(gaps) / len(gaps))
+        assert p["estimates"]["adwm"] == pytest.approx(p["estimates"]["adwm_sim"] + offset[p["name"]])
     assert (tmp_path / "fit" / "checkpoints" / "last.ckpt").is_file()
     assert len(list((tmp_path / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
     for metrics in (tmp_path / "project").glob("*/metrics.json"):  # the step budget ends each (3 in the epoch)

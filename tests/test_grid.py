@@ -15,7 +15,7 @@ import pytest
 from adwm.cli import main
 from adwm.grid import _phases, expand, load_spec
 
-ESTIMATORS = ["adwm", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
+ESTIMATORS = ["adwm", "adwm_sim", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
 
 
 def _grid_file(tmp_path, workers: int = 1) -> str:
@@ -72,7 +72,8 @@ def test_grid_kill_and_rerun_completes_only_the_missing_runs(tmp_path):
     table = (tmp_path / "grid" / "table.md").read_text()
     assert (tmp_path / "docs" / "tiny.md").read_text() == table
     assert "| adwm (full) |" in table and "| adwm (no_action_guidance) |" in table
-    for est in ESTIMATORS[1:]:
+    assert "| adwm_sim (full) |" in table  # the uncalibrated simulated value, per variant too
+    for est in ESTIMATORS[2:]:
         assert f"| {est} |" in table
     rows = list(csv.DictReader(open(tmp_path / "grid" / "estimates.csv")))
     assert len(rows) == 2 * 7 * len(ESTIMATORS)  # runs x policies x estimators

@@ -56,11 +56,10 @@ class EvaluateConfig:
     simulate: SimulateConfig = field(default_factory=SimulateConfig)
     tail: TailConfig = field(default_factory=TailConfig)
     # Behaviour calibration (adwm.evaluation.calibration): the behaviour agents of `collect.behaviour` are
-    # simulated too, and J_hat = J_hat_sim + (their mean logged value - their mean simulated value) (`shift`;
-    # `affine` fits a line, `none` reports J_hat_sim). Measured on the three demo world models (seeds
-    # 0 / 1 / 2, full method): nRMSE 0.24 / 0.37 / 0.21 (mean 0.27) uncalibrated, 0.23 / 0.20 / 0.14
-    # (0.19) with `shift`, 0.20 / 0.20 / 0.14 (0.18) with `affine`; Spearman unchanged (a monotone map).
-    calibration: str = "shift"
+    # simulated too, and J_hat = J_hat_sim + the gap (logged - simulated value) of the behaviour agents that
+    # run the same checkpoint (`backbone`; the eps share and unmatched policies take the mean gap of all,
+    # which `shift` uses for every policy; `none` reports J_hat_sim).
+    calibration: str = "backbone"
 
 
 def estimate_policy(
@@ -175,11 +174,14 @@ def evaluate(cfg: DictConfig, progress: bool = True) -> Path:
     names = [p.name for p in family]
     estimates = results["estimates"] = {n: results["estimates"][n] for n in names}
     results["behaviour"] = {p.name: {**results["behaviour"][p.name], "logged": logged[p.name]} for p in behaviour}
-    calibration = fit_calibration(ecfg.calibration, results["behaviour"], logged, ecfg.simulate.ci_level)
+    level = ecfg.simulate.ci_level
+    calibration = fit_calibration(ecfg.calibration, behaviour, results["behaviour"], logged, level)
     results["calibration"] = calibration.to_dict()
-    for e in estimates.values():
-        e["J_hat"] = calibration(e["J_hat_sim"])
-        e["ci"] = calibration.interval(e["J_hat_sim"], e["ci_sim"], ecfg.simulate.ci_level)
+    for pcfg in family:
+        e = estimates[pcfg.name]
+        e["calibration_offset"] = calibration.offset(pcfg)
+        e["J_hat"] = e["J_hat_sim"] + e["calibration_offset"]
+        e["ci"] = calibration.interval(pcfg, e["ci_sim"], level)
     results.pop("metrics", None)
     results.pop("metrics_sim", None)
     truth_path = Path(ecfg.ground_truth)

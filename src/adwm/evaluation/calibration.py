@@ -1,19 +1,21 @@
 """Behaviour calibration of simulated values (`evaluate.calibration`).
 
 The behaviour agents that wrote the log are simulated in the world model like
-any evaluated policy, and their simulated values J_hat_sim are compared with
-their logged values (the mean discounted return of their own episodes in the
-log, an on-policy Monte Carlo estimate). The map fitted on those pairs is then
-applied to every evaluated policy's J_hat_sim:
+any evaluated policy, and each one's gap, its logged value (the mean discounted
+return of its own episodes in the log, an on-policy Monte Carlo estimate) minus
+its simulated value, measures the simulator's bias for that agent. An evaluated
+policy's J_hat is its simulated value J_hat_sim plus a weighted mean of the gaps:
 
-* `shift`:  J_hat = J_hat_sim + a, with a the mean of (logged - simulated) over the behaviour agents;
-* `affine`: J_hat = a + b * J_hat_sim, ordinary least squares over the behaviour agents (needs two or
-  more with different simulated values);
-* `none`:   J_hat = J_hat_sim.
+* `backbone`: the gaps of the behaviour agents that run the same checkpoint (the
+  world model and that checkpoint's projector make the bias an agent reads with);
+  the uniform share `eps` of an eps-greedy policy, and a policy whose checkpoint
+  no behaviour agent runs, take the mean gap of all behaviour agents;
+* `shift`: the mean gap of all behaviour agents, for every policy;
+* `none`: J_hat = J_hat_sim.
 
-It corrects the world model's bias where it is shared by the behaviour agents
-and the evaluated ones; it needs the behaviour agents themselves (their configs
-in `collect.behaviour`), not only their log-probabilities.
+It needs the behaviour agents themselves (their configs in `collect.behaviour`),
+not only their log-probabilities, and it corrects only a bias the behaviour
+agents share with the evaluated ones.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import numpy as np
 from scipy.stats import norm
 
 from adwm.data.schema import Episode
+from adwm.policies.llm import PolicyConfig
 
-CALIBRATIONS = ("none", "shift", "affine")
+CALIBRATIONS = ("none", "shift", "backbone")
 
 
 def check_calibration(method: str) -> None:
@@ -53,61 +56,64 @@ def ci_se(ci: Sequence[float], level: float) -> float:
     return float((ci[1] - ci[0]) / (2 * norm.ppf(0.5 + level / 2)))
 
 
+def _backbone(policy: PolicyConfig) -> str | None:
+    """The checkpoint a policy reads with (projectors are per checkpoint); None for a model-free policy."""
+    return policy.model if policy.kind == "llm" else None
+
+
 @dataclass
 class Calibration:
-    """J = a + b * J_sim, with the standard error of the fitted map at a point (delta method over the
-    behaviour agents' logged and simulated standard errors, OLS weights)."""
+    """J_hat = J_hat_sim + sum_i w_i(policy) gap_i over the behaviour agents i."""
 
     method: str
-    a: float = 0.0
-    b: float = 1.0
-    x: np.ndarray | None = None  # behaviour agents' simulated values
-    var: np.ndarray | None = None  # per agent: se_logged^2 + b^2 se_sim^2
+    behaviour: list[PolicyConfig]
+    gaps: np.ndarray  # logged minus simulated value per behaviour agent
+    var: np.ndarray  # variance of each gap: se_logged^2 + se_sim^2
 
-    def __call__(self, j_sim: float) -> float:
-        return self.a + self.b * j_sim
-
-    def se(self, j_sim: float) -> float:
+    def weights(self, policy: PolicyConfig) -> np.ndarray:
+        k = len(self.behaviour)
         if self.method == "none":
-            return 0.0
-        k = len(self.x)
-        w = np.full(k, 1.0 / k)
-        if self.method == "affine":
-            dx = self.x - self.x.mean()
-            w = w + (j_sim - self.x.mean()) * dx / float(dx @ dx)
-        return float(np.sqrt(w**2 @ self.var))
+            return np.zeros(k)
+        overall = np.full(k, 1.0 / k)
+        if self.method == "shift":
+            return overall
+        same = np.array([_backbone(b) is not None and _backbone(b) == _backbone(policy) for b in self.behaviour])
+        if not same.any():
+            return overall
+        eps = min(max(policy.eps, 0.0), 1.0)
+        return (1 - eps) * same / same.sum() + eps * overall
 
-    def interval(self, j_sim: float, ci_sim: Sequence[float], level: float) -> list[float]:
-        """The simulated interval mapped through the calibration and widened, in quadrature, by its error."""
-        z, centre = norm.ppf(0.5 + level / 2), self(j_sim)
-        lo, hi = sorted((self(ci_sim[0]), self(ci_sim[1])))
-        extra = z * self.se(j_sim)
-        return [centre - float(np.hypot(centre - lo, extra)), centre + float(np.hypot(hi - centre, extra))]
+    def offset(self, policy: PolicyConfig) -> float:
+        return float(self.weights(policy) @ self.gaps)
+
+    def se(self, policy: PolicyConfig) -> float:
+        return float(np.sqrt(self.weights(policy) ** 2 @ self.var))
+
+    def interval(self, policy: PolicyConfig, ci_sim: Sequence[float], level: float) -> list[float]:
+        """The simulated interval shifted by the offset and widened, in quadrature, by the offset's error."""
+        lo, hi, off = ci_sim[0], ci_sim[1], self.offset(policy)
+        extra = norm.ppf(0.5 + level / 2) * self.se(policy)
+        centre = (lo + hi) / 2  # widen each side about the interval's own centre, keeping its asymmetry
+        return [off + centre - float(np.hypot(centre - lo, extra)), off + centre + float(np.hypot(hi - centre, extra))]
 
     def to_dict(self) -> dict:
-        return {"method": self.method, "a": self.a, "b": self.b}
+        gaps = {
+            b.name: {"gap": float(g), "se": float(np.sqrt(v))} for b, g, v in zip(self.behaviour, self.gaps, self.var)
+        }
+        return {"method": self.method, "gaps": gaps}
 
 
-def fit_calibration(method: str, sim: dict[str, dict], logged: dict[str, dict], level: float) -> Calibration:
-    """Fit the map on the behaviour agents: `sim[name]` = {J_hat_sim, ci_sim} from simulation,
-    `logged[name]` = {J, se} from the log."""
+def fit_calibration(
+    method: str, behaviour: list[PolicyConfig], sim: dict[str, dict], logged: dict[str, dict], level: float
+) -> Calibration:
+    """The behaviour agents' gaps: `sim[name]` = {J_hat_sim, ci_sim} from simulation, `logged[name]` =
+    {J, se} from the log."""
     check_calibration(method)
     if method == "none":
-        return Calibration("none")
-    names = list(sim)
-    if not names:
+        return Calibration("none", [], np.zeros(0), np.zeros(0))
+    if not behaviour:
         raise ValueError(f"evaluate.calibration={method}: collect.behaviour lists no behaviour agent to calibrate on")
-    x = np.array([sim[n]["J_hat_sim"] for n in names])
-    y = np.array([logged[n]["J"] for n in names])
-    se_sim = np.array([ci_se(sim[n]["ci_sim"], level) for n in names])
-    se_log = np.nan_to_num(np.array([logged[n]["se"] for n in names]))
-    if method == "shift":
-        a, b = float(np.mean(y - x)), 1.0
-    else:
-        if len(names) < 2 or np.ptp(x) == 0:
-            raise ValueError(
-                "evaluate.calibration=affine: needs two or more behaviour agents (collect.behaviour) with "
-                f"different simulated values, got {dict(zip(names, x.round(4).tolist()))}; use shift"
-            )
-        b, a = (float(v) for v in np.polyfit(x, y, 1))
-    return Calibration(method, a, b, x, se_log**2 + b**2 * se_sim**2)
+    names = [b.name for b in behaviour]
+    gaps = np.array([logged[n]["J"] - sim[n]["J_hat_sim"] for n in names])
+    var = np.array([np.nan_to_num(logged[n]["se"]) ** 2 + ci_se(sim[n]["ci_sim"], level) ** 2 for n in names])
+    return Calibration(method, list(behaviour), gaps, var)

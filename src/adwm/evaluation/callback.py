@@ -8,7 +8,8 @@ and `rollout/nrmse`. The table of J vs J_hat goes to the logger when it can
 take tables (W&B) and always to `<dir>/rollouts_epoch<k>.json`. No projector
 exists while the world model trains, so the agents read the nearest logged
 observation's text (the `ablation.projector=false` reader) unless a
-`reader_for(policy_cfg, module)` factory is given.
+`reader_for(policy_cfg, module)` factory is given. Its values are the simulated ones,
+uncalibrated (`adwm evaluate` calibrates on the behaviour agents; see adwm.evaluation.calibration).
 """
 
 from __future__ import annotations
