@@ -177,6 +177,9 @@ def evaluate(cfg: DictConfig, progress: bool = True) -> Path:
     level = ecfg.simulate.ci_level
     calibration = fit_calibration(ecfg.calibration, behaviour, results["behaviour"], logged, level)
     results["calibration"] = calibration.to_dict()
+    if progress and behaviour:
+        gaps = ", ".join(f"{n} {g['gap']:+.3f}" for n, g in results["calibration"]["gaps"].items())
+        print(f"evaluate: calibration={ecfg.calibration}, logged - simulated value: {gaps}", file=sys.stderr)
     for pcfg in family:
         e = estimates[pcfg.name]
         e["calibration_offset"] = calibration.offset(pcfg)
