@@ -97,8 +97,8 @@ def estimate_policy(
     )
     lo, hi = bootstrap_ci(returns, ecfg.simulate.ci_resamples, ecfg.simulate.ci_level, cfg.seed)
     return {
-        "J_hat": float(returns.mean()),
-        "ci": [lo, hi],
+        "J_hat_sim": float(returns.mean()),  # simulated; evaluate() adds the calibration's J_hat
+        "ci_sim": [lo, hi],
         "n": len(returns),
         "seconds": round(time.time() - start, 1),
     }
@@ -162,18 +162,18 @@ def evaluate(cfg: DictConfig, progress: bool = True) -> Path:
         settings = _policy_settings(cfg, ecfg, wm_path, pcfg)
         done = store.get(pcfg.name, {})
         if done.get("settings") == settings:
-            done.setdefault("J_hat_sim", done["J_hat"])  # written before calibration existed
-            done.setdefault("ci_sim", done["ci"])
+            if "J_hat_sim" not in done:  # written before calibration existed: J_hat was the simulated value
+                done["J_hat_sim"], done["ci_sim"] = done["J_hat"], done["ci"]
             continue
         if not models:
             models["wm"] = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu").eval()
             models["dm"] = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
             models["dm"].setup()
         e = estimate_policy(cfg, models["wm"], models["dm"], pcfg, cache)
-        store[pcfg.name] = {**e, "J_hat_sim": e["J_hat"], "ci_sim": e["ci"], "settings": settings}
+        store[pcfg.name] = {**e, "settings": settings}
         atomic_write_json(out, results)
         if progress:
-            print(f"evaluate [{tag}] {pcfg.name}: J_hat_sim={e['J_hat']:.3f} ({e['seconds']}s)", file=sys.stderr)
+            print(f"evaluate [{tag}] {pcfg.name}: J_hat_sim={e['J_hat_sim']:.3f} ({e['seconds']}s)", file=sys.stderr)
     names = [p.name for p in family]
     estimates = results["estimates"] = {n: results["estimates"][n] for n in names}
     results["behaviour"] = {p.name: {**results["behaviour"][p.name], "logged": logged[p.name]} for p in behaviour}

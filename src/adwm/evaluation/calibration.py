@@ -28,6 +28,7 @@ import numpy as np
 from scipy.stats import norm
 
 from adwm.data.schema import Episode
+from adwm.evaluation.ground_truth import summarise
 from adwm.policies.llm import PolicyConfig
 
 CALIBRATIONS = ("none", "shift", "backbone")
@@ -43,12 +44,7 @@ def logged_values(episodes: Sequence[Episode], gamma: float) -> dict[str, dict]:
     returns: dict[str, list[float]] = defaultdict(list)
     for ep in episodes:
         returns[ep.policy].append(ep.discounted_return(gamma))
-    out = {}
-    for name, r in returns.items():
-        r = np.asarray(r, dtype=float)
-        se = float(r.std(ddof=1) / np.sqrt(len(r))) if len(r) > 1 else float("nan")
-        out[name] = {"J": float(r.mean()), "se": se, "n": len(r)}
-    return out
+    return {name: summarise(r) for name, r in returns.items()}
 
 
 def ci_se(ci: Sequence[float], level: float) -> float:
