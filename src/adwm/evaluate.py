@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from adwm.atomic import atomic_write_json
+from adwm.atomic import atomic_write_json, update_json
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.data.schema import read_episodes
 from adwm.evaluation.calibration import check_calibration, fit_calibration, logged_values
@@ -133,54 +133,107 @@ def behaviour_policies(cfg: DictConfig, logged: dict[str, dict], log: str) -> li
     return out
 
 
-def evaluate(cfg: DictConfig, progress: bool = True) -> Path:
-    """Estimate every policy of the family (and, to calibrate, the behaviour agents); returns the path of the
-    estimates JSON."""
-    ecfg = to_object(cfg.evaluate)
-    wm_path = Path(ecfg.world_model)
-    if not wm_path.is_file():
-        raise FileNotFoundError(
-            f"evaluate.world_model: no world model checkpoint at '{wm_path}' (run `adwm fit` first)"
-        )
-    check_guidance(to_object(cfg.guidance))  # before any model is loaded
-    check_candidates(ecfg.simulate)
-    check_calibration(ecfg.calibration)
+def _policies(cfg: DictConfig, ecfg: EvaluateConfig) -> tuple[list, list, dict]:
+    """The family, the behaviour agents to simulate for the calibration, and their logged values."""
     family = family_policies(to_object(cfg.policy), to_object(cfg.family))
     logged, behaviour = {}, []
     if ecfg.calibration != "none":
         log = to_object(cfg.data).log
         logged = logged_values(read_episodes(log), cfg.env.gamma)
         behaviour = behaviour_policies(cfg, logged, log)
+    return family, behaviour, logged
+
+
+def _world_model_path(ecfg: EvaluateConfig) -> Path:
+    wm_path = Path(ecfg.world_model)
+    if not wm_path.is_file():
+        raise FileNotFoundError(
+            f"evaluate.world_model: no world model checkpoint at '{wm_path}' (run `adwm fit` first)"
+        )
+    return wm_path
+
+
+_LOADED: dict = {}  # this process's world model, data and agents' score cache, reused by the next policy
+
+
+def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
+    key = (str(wm_path), wm_path.stat().st_mtime_ns, json.dumps(OmegaConf.to_container(cfg.data)), cfg.seed)
+    if _LOADED.get("key") != key:
+        dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
+        dm.setup()
+        wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu").eval()
+        _LOADED.clear()
+        _LOADED.update(key=key, wm=wm, dm=dm, cache={})  # cache: text scores of logged states, per checkpoint
+    return _LOADED
+
+
+def _simulated(results: dict, group: str, pcfg: PolicyConfig, settings: dict) -> bool:
+    done = results.get(group, {}).get(pcfg.name, {})
+    return done.get("settings") == settings
+
+
+def _simulate(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, pcfg: PolicyConfig, tag: str) -> None:
+    """Estimate one policy and add it to the results file (under its lock: workers share the file)."""
+    models = _loaded(cfg, wm_path)
+    e = estimate_policy(cfg, models["wm"], models["dm"], pcfg, models["cache"])
+    entry = {**e, "settings": _policy_settings(cfg, ecfg, wm_path, pcfg)}
+    update_json(ecfg.out, lambda stored: stored.setdefault(group, {}).__setitem__(pcfg.name, entry))
+    print(f"evaluate [{tag}] {pcfg.name}: J_hat_sim={e['J_hat_sim']:.3f} ({e['seconds']}s)", file=sys.stderr)
+
+
+def pending_simulations(cfg: DictConfig) -> list[tuple[str, str]]:
+    """(group, policy name) of each simulation `evaluate(cfg)` needs and no earlier run finished with the
+    same settings: group "estimates" for the family, "behaviour" for the calibration's agents."""
+    ecfg = to_object(cfg.evaluate)
+    wm_path = _world_model_path(ecfg)
+    family, behaviour, _ = _policies(cfg, ecfg)
     out = Path(ecfg.out)
     results: dict = json.loads(out.read_text()) if out.is_file() else {}
-    models: dict = {}  # the world model and its data, loaded when a policy needs simulating
-    cache: dict = {}  # the agents' text scores of logged states, shared by an eps family
+    return [
+        (group, p.name)
+        for group, ps in (("estimates", family), ("behaviour", behaviour))
+        for p in ps
+        if not _simulated(results, group, p, _policy_settings(cfg, ecfg, wm_path, p))
+    ]
+
+
+def simulate_policy(cfg: DictConfig, group: str, name: str) -> None:
+    """One simulation of `pending_simulations(cfg)`, as a worker job: `evaluate(cfg)` then finds it done."""
+    ecfg = to_object(cfg.evaluate)
+    family, behaviour, _ = _policies(cfg, ecfg)
+    pcfg = next(p for p in (family if group == "estimates" else behaviour) if p.name == name)
+    _simulate(cfg, ecfg, _world_model_path(ecfg), group, pcfg, f"{group} {name}")
+
+
+def evaluate(cfg: DictConfig) -> Path:
+    """Estimate every policy of the family (and, to calibrate, the behaviour agents); returns the path of the
+    estimates JSON. Simulations finished earlier with the same settings (by a previous run or by worker
+    processes running `simulate_policy`) are reused."""
+    ecfg = to_object(cfg.evaluate)
+    wm_path = _world_model_path(ecfg)
+    check_guidance(to_object(cfg.guidance))  # before any model is loaded
+    check_candidates(ecfg.simulate)
+    check_calibration(ecfg.calibration)
+    family, behaviour, logged = _policies(cfg, ecfg)
+    out = Path(ecfg.out)
     jobs = [("estimates", p, f"{k + 1}/{len(family)}") for k, p in enumerate(family)]
     jobs += [("behaviour", p, f"behaviour {k + 1}/{len(behaviour)}") for k, p in enumerate(behaviour)]
     for group, pcfg, tag in jobs:
-        store = results.setdefault(group, {})
-        settings = _policy_settings(cfg, ecfg, wm_path, pcfg)
-        done = store.get(pcfg.name, {})
-        if done.get("settings") == settings:
+        results: dict = json.loads(out.read_text()) if out.is_file() else {}
+        if not _simulated(results, group, pcfg, _policy_settings(cfg, ecfg, wm_path, pcfg)):
+            _simulate(cfg, ecfg, wm_path, group, pcfg, tag)
+    results = json.loads(out.read_text())
+    for store in (results["estimates"], results.get("behaviour", {})):
+        for done in store.values():
             if "J_hat_sim" not in done:  # written before calibration existed: J_hat was the simulated value
                 done["J_hat_sim"], done["ci_sim"] = done["J_hat"], done["ci"]
-            continue
-        if not models:
-            models["wm"] = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu").eval()
-            models["dm"] = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
-            models["dm"].setup()
-        e = estimate_policy(cfg, models["wm"], models["dm"], pcfg, cache)
-        store[pcfg.name] = {**e, "settings": settings}
-        atomic_write_json(out, results)
-        if progress:
-            print(f"evaluate [{tag}] {pcfg.name}: J_hat_sim={e['J_hat_sim']:.3f} ({e['seconds']}s)", file=sys.stderr)
     names = [p.name for p in family]
     estimates = results["estimates"] = {n: results["estimates"][n] for n in names}
     results["behaviour"] = {p.name: {**results["behaviour"][p.name], "logged": logged[p.name]} for p in behaviour}
     level = ecfg.simulate.ci_level
     calibration = fit_calibration(ecfg.calibration, behaviour, results["behaviour"], logged, level)
     results["calibration"] = calibration.to_dict()
-    if progress and behaviour:
+    if behaviour:
         gaps = ", ".join(f"{n} {g['gap']:+.3f}" for n, g in results["calibration"]["gaps"].items())
         print(f"evaluate: calibration={ecfg.calibration}, logged - simulated value: {gaps}", file=sys.stderr)
     for pcfg in family:

@@ -154,11 +154,12 @@ def _execute(run: Run, spec: GridSpec) -> dict:
     with open(run.root / "log.txt", "a") as log:
         log.write(f"$ adwm quickstart {' '.join(run.overrides)}\n")
         log.flush()
-        env = dict(os.environ)
-        if spec.workers > 1:  # one share of the cores per worker process
+        env, own = dict(os.environ), []
+        if spec.workers > 1:  # one share of the cores per run, and no worker processes of its own
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // spec.workers)))
+            own = ["workers=1"]  # first: a grid axis that sets `workers` still wins
         proc = subprocess.run(
-            [sys.executable, "-m", "adwm.cli", "quickstart", *run.overrides], stdout=log, stderr=log, env=env
+            [sys.executable, "-m", "adwm.cli", "quickstart", *own, *run.overrides], stdout=log, stderr=log, env=env
         )
     if proc.returncode != 0:
         raise RuntimeError(f"grid run {run.id} failed (exit {proc.returncode}); see {run.root / 'log.txt'}")

@@ -15,9 +15,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
-from adwm.atomic import atomic_write_json
+from adwm.atomic import atomic_write_json, file_lock
 from adwm.data.datamodule import TrajectoryDataModule
-from adwm.models.projector import ProjectorModule
+from adwm.models.projector import ProjectorConfig, ProjectorModule
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
@@ -94,11 +94,20 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
         "projector": asdict(proj_cfg),
         "seed": cfg.seed,
     }
-    meta = out_dir / "settings.json"
-    if ckpt.is_file() and meta.is_file() and json.loads(meta.read_text()) == settings:
-        return ckpt  # cached: same world model, agent backbone and settings
     if proj_cfg.max_candidates < 0 or proj_cfg.max_candidates == 1:
         raise ValueError(f"projector.max_candidates: expected 0 (all) or at least 2, got {proj_cfg.max_candidates}")
+    meta = out_dir / "settings.json"
+    # worker processes estimating policies of one backbone: the first trains, the others wait and reuse it
+    with file_lock(out_dir.with_name(out_dir.name + ".lock")):
+        if not (ckpt.is_file() and meta.is_file() and json.loads(meta.read_text()) == settings):
+            _train(cfg, pcfg, proj_cfg, wm_path, out_dir)
+            atomic_write_json(meta, settings)
+    return ckpt  # or the cached one: same world model, agent backbone and settings
+
+
+def _train(cfg: DictConfig, pcfg, proj_cfg: ProjectorConfig, wm_path: Path, out_dir: Path) -> None:
+    """Distil the projector for `pcfg`'s backbone into out_dir/projector.ckpt, with its metrics.json."""
+    ckpt = out_dir / "projector.ckpt"
     L.seed_everything(cfg.seed, verbose=False)
     wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu")
     policy = LLMPolicy(pcfg, "policy")
@@ -145,8 +154,6 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
             "after": {k: float(v) for k, v in after.items()},
         },
     )
-    atomic_write_json(meta, settings)
-    return ckpt
 
 
 def load_projector(path: str | Path, world_model: WorldModelModule, policy: LLMPolicy) -> ProjectorModule:

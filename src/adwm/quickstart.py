@@ -17,11 +17,12 @@ from omegaconf import DictConfig, OmegaConf
 from adwm.atomic import atomic_write_json
 from adwm.config import to_object
 from adwm.data.collect import collect, seconds_spent
-from adwm.evaluate import evaluate
+from adwm.evaluate import evaluate, pending_simulations, simulate_policy
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth
 from adwm.fit import fit, is_fitted
 from adwm.ope.runner import run_baselines
+from adwm.parallel import resolve_workers, run_jobs
 from adwm.policies.train_agent import is_trained, train_agent, training_signature
 
 
@@ -35,18 +36,41 @@ def agent_env(cfg: DictConfig):
         raise ValueError(f"agent.env: {err}".splitlines()[0]) from err
 
 
-def train_agents(cfg: DictConfig, names: list[str]) -> dict[str, Path]:
-    """Train each named variant unless a checkpoint made with the same settings exists."""
-    paths = {}
+def train_agents(cfg: DictConfig, names: list[str], workers: int = 1) -> dict[str, Path]:
+    """Train each named variant unless a checkpoint made with the same settings exists (the largest
+    first, in `workers` processes)."""
     agent, env_cfg, prompt = to_object(cfg.agent), agent_env(cfg), to_object(cfg.policy)
-    for name in names:
-        path = Path(agent.dir) / name
-        if not is_trained(path, training_signature(agent, name, env_cfg, prompt, cfg.seed)):
-            print(f"quickstart: training agent {name}", file=sys.stderr)
-            hparams = OmegaConf.to_container(cfg)
-            train_agent(agent, name, env_cfg, prompt, to_object(cfg.trainer), to_object(cfg.logger), cfg.seed, hparams)
-        paths[name] = path
+    paths = {name: Path(agent.dir) / name for name in names}
+    todo = [n for n in names if not is_trained(paths[n], training_signature(agent, n, env_cfg, prompt, cfg.seed))]
+    todo.sort(key=lambda n: -agent.variants[n].steps)
+    run_jobs([(f"agent {n}", _train_agent, (_job_config(cfg, workers), n)) for n in todo], workers)
     return paths
+
+
+def _train_agent(cfg: DictConfig, name: str) -> None:
+    print(f"quickstart: training agent {name}", file=sys.stderr)
+    agent, env_cfg, prompt = to_object(cfg.agent), agent_env(cfg), to_object(cfg.policy)
+    hparams = OmegaConf.to_container(cfg)
+    train_agent(agent, name, env_cfg, prompt, to_object(cfg.trainer), to_object(cfg.logger), cfg.seed, hparams)
+
+
+def _job_config(cfg: DictConfig, workers: int) -> DictConfig:
+    """`cfg` for a job run beside others: no progress bars drawn over each other."""
+    if workers <= 1:
+        return cfg
+    out = cfg.copy()
+    out.trainer.enable_progress_bar = False
+    return out
+
+
+def _collect(cfg: DictConfig) -> Path:
+    return collect(to_object(cfg.collect), to_object(cfg.env), cfg.seed)
+
+
+def _measure(cfg: DictConfig, name: str) -> None:
+    """The ground truth of one family policy (a worker job; results share one file)."""
+    family = family_policies(to_object(cfg.policy), to_object(cfg.family))
+    ground_truth([p for p in family if p.name == name], to_object(cfg.ground_truth), to_object(cfg.env), cfg.seed)
 
 
 def format_table(rows: list[dict]) -> str:
@@ -70,24 +94,40 @@ def stage_config(cfg: DictConfig, command: str) -> DictConfig:
 
 
 def stage_seconds(
-    cfg: DictConfig, log: Path, truth: dict, estimates: dict, baselines: dict, measured: dict
+    cfg: DictConfig, log: Path, truth: dict, estimates: dict, baselines: dict, fit_seconds: float
 ) -> dict[str, float | None]:
-    """Seconds each stage took when it ran, read from its outputs (so a resumed or reused stage reports its
-    real cost, not the instant it took to find it done); `measured` where an output records none."""
-    out = dict(measured)
+    """Seconds each stage's jobs took when they ran, read from its outputs (so a resumed or reused stage
+    reports its real cost, not the instant it took to find it done; `fit_seconds` where the fit records
+    none). Jobs that ran side by side in worker processes overlap: these add up to more than the wall time."""
+    out: dict[str, float | None] = {}
     agents = [Path(cfg.agent.dir) / name / "adwm_agent.json" for name in cfg.agent.variants]
     if all(p.is_file() for p in agents):
         out["train_agents"] = sum(json.loads(p.read_text()).get("seconds", 0.0) for p in agents)
     out["collect"] = seconds_spent(log) or None  # None: a log written before collection recorded its time
     out["ground_truth"] = sum(r.get("seconds", 0.0) for r in truth.values())
     fit_metrics = Path(cfg.run.fit) / "metrics.json"
-    if fit_metrics.is_file():
-        out["fit"] = json.loads(fit_metrics.read_text()).get("seconds", measured["fit"])
+    out["fit"] = (
+        json.loads(fit_metrics.read_text()).get("seconds", fit_seconds) if fit_metrics.is_file() else fit_seconds
+    )
     simulated = [*estimates["estimates"].values(), *estimates.get("behaviour", {}).values()]
     out["project_and_evaluate"] = sum(e.get("seconds", 0.0) for e in simulated)
-    if "baselines" in measured:
+    if cfg.ope.estimators:
         out["baselines"] = sum(e.get("seconds", 0.0) for e in baselines["estimates"].values())
     return {k: None if v is None else round(float(v), 1) for k, v in out.items()}
+
+
+def _by_backbone(cfg: DictConfig) -> list[tuple[str, str]]:
+    """The pending simulations, the first of each agent backbone ahead of the rest: each backbone's
+    projector is trained once, by whichever worker reaches it first, while the others simulate."""
+    models = {p.name: p.model for p in family_policies(to_object(cfg.policy), to_object(cfg.family))}
+    models.update({b.policy.name: b.policy.model for b in to_object(cfg.collect).behaviour})
+    pending, seen = pending_simulations(cfg), set()
+    first = []
+    for job in pending:
+        if models.get(job[1]) not in seen:
+            seen.add(models.get(job[1]))
+            first.append(job)
+    return first + [job for job in pending if job not in first]
 
 
 def quickstart(cfg: DictConfig) -> Path:
@@ -99,18 +139,22 @@ def quickstart(cfg: DictConfig) -> Path:
         raise ValueError(
             f"collect.behaviour: behaviour agents must differ from every evaluated policy; shared: {clash}"
         )
-    timings: dict[str, float] = {}
+    workers = resolve_workers(cfg.workers)
+    job_cfg = _job_config(cfg, workers)
+    start = time.time()
+    timings: dict[str, float] = {}  # wall-clock seconds of this command per phase
+
     t = time.time()
-    train_agents(cfg, list(cfg.agent.variants))
+    train_agents(cfg, list(cfg.agent.variants), workers)
     timings["train_agents"] = round(time.time() - t, 1)
 
-    t = time.time()
-    log = collect(to_object(cfg.collect), to_object(cfg.env), cfg.seed)
-    timings["collect"] = round(time.time() - t, 1)
-
-    t = time.time()
-    truth = ground_truth(family, to_object(cfg.ground_truth), to_object(cfg.env), cfg.seed)
-    timings["ground_truth"] = round(time.time() - t, 1)
+    t = time.time()  # the log and the ground truth need only the agents: their jobs share the workers
+    jobs = [("collect", _collect, (job_cfg,))]
+    jobs += [(f"ground truth {p.name}", _measure, (job_cfg, p.name)) for p in family]
+    run_jobs(jobs, workers)
+    log = _collect(cfg)  # finished above: these two only read the results back
+    truth = ground_truth(family, to_object(cfg.ground_truth), to_object(cfg.env), cfg.seed, progress=False)
+    timings["collect_and_ground_truth"] = round(time.time() - t, 1)
 
     t = time.time()
     fit_cfg = stage_config(cfg, "fit")
@@ -120,15 +164,16 @@ def quickstart(cfg: DictConfig) -> Path:
         fit(fit_cfg)
     timings["fit"] = round(time.time() - t, 1)
 
-    t = time.time()
+    t = time.time()  # the projectors, simulations and baselines need only the world model: they share the workers
+    jobs = [("baselines", run_baselines, (job_cfg,))] if cfg.ope.estimators else []
+    jobs += [(f"estimate {name}", simulate_policy, (job_cfg, group, name)) for group, name in _by_backbone(cfg)]
+    run_jobs(jobs, workers)
     estimates = json.loads(evaluate(cfg).read_text())
-    timings["project_and_evaluate"] = round(time.time() - t, 1)
-
     baselines: dict = {"estimates": {}, "metrics": {}}
     if cfg.ope.estimators:
-        t = time.time()
-        baselines = json.loads(run_baselines(cfg).read_text())
-        timings["baselines"] = round(time.time() - t, 1)
+        baselines = json.loads(run_baselines(cfg, progress=False).read_text())
+    timings["estimates_and_baselines"] = round(time.time() - t, 1)
+    timings["total"] = round(time.time() - start, 1)
 
     calibrated = estimates.get("calibration", {}).get("method", "none") != "none"
     rows = []
@@ -161,8 +206,8 @@ def quickstart(cfg: DictConfig) -> Path:
             **baselines.get("metrics", {}),
         },
         "calibration": estimates.get("calibration"),
-        "timings_s": timings,  # what this command spent per stage (0 for a stage it found done)
-        "stage_seconds": stage_seconds(cfg, log, truth, estimates, baselines, timings),  # cost when each ran
+        "timings_s": timings,  # wall clock of this command per phase (~0 for a phase it found done)
+        "stage_seconds": stage_seconds(cfg, log, truth, estimates, baselines, timings["fit"]),  # cost when run
     }
     out = Path(cfg.run.dir) / "summary.json"
     atomic_write_json(out, summary)

@@ -1,9 +1,10 @@
 """`adwm ground-truth`: on-policy values J of a policy family in the real environment.
 
 Every policy plays the same environment seeds (common random numbers), so the
-differences between policies carry less noise than each value alone. The
-result file is rewritten atomically after each policy, and a rerun skips the
-policies already measured with the same settings.
+differences between policies carry less noise than each value alone. Each
+policy's result is added to the result file atomically as soon as it is measured
+(under a lock, so worker processes measuring other policies can share the file),
+and a rerun skips the policies already measured with the same settings.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from adwm.atomic import atomic_write_json
+from adwm.atomic import update_json
 from adwm.data.rollout import EpisodeJob, run_episodes
 from adwm.data.schema import Episode
 from adwm.envs.registry import EnvConfig, env_signature, make_env
@@ -76,7 +77,7 @@ def ground_truth(
             "seconds": round(time.time() - start, 1),
             "settings": settings,
         }
-        atomic_write_json(out, results)
+        update_json(out, lambda stored, name=pcfg.name: stored.__setitem__(name, results[name]))
         if progress:
             r = results[pcfg.name]
             print(
