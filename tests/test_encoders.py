@@ -23,6 +23,21 @@ def test_tiny_encoder_shapes_and_gradients():
     assert all(p.grad is not None for p in enc.backbone.parameters() if p.requires_grad)
 
 
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_cached_tokenisation_matches_the_tokenizer(side):
+    """Ids cached per text, padded here, equal the tokenizer's own padded and truncated batch, also for a
+    text over max_tokens, a repeated text and a batch that mixes cached and new texts."""
+    enc = build_encoder(EncoderConfig(name="tiny", d_model=32, layers=1, max_tokens=24), TEXTS)
+    enc.tokenizer.padding_side = side
+    long = " ".join(TEXTS)  # far over 24 tokens: truncated
+    for batch in (TEXTS[:3], [TEXTS[1], long, "a never seen zebra", TEXTS[1], TEXTS[4]]):
+        got = enc.tokenize(batch)
+        ref = enc.tokenizer(batch, padding=True, truncation=True, max_length=24, return_tensors="pt")
+        assert torch.equal(got["input_ids"], ref["input_ids"])
+        assert torch.equal(got["attention_mask"], ref["attention_mask"])
+    assert got["input_ids"].shape[1] == 24
+
+
 def test_frozen_encoder_has_no_trainable_parameters():
     enc = build_encoder(EncoderConfig(name="tiny", trainable=False, d_model=32, layers=1), TEXTS)
     assert not any(p.requires_grad for p in enc.parameters())

@@ -31,11 +31,27 @@ class TextEncoder(nn.Module):
         super().__init__()
         self.cfg, self.tokenizer, self.backbone = cfg, tokenizer, backbone
         self.pool = LatentPool(d_hidden, cfg.n_latents, cfg.d_latent, cfg.heads)
+        self._ids: dict[str, list[int]] = {}  # token ids per distinct text
         if not cfg.trainable:
             self.requires_grad_(False)
 
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        return self.tokenizer(texts, padding=True, truncation=True, max_length=self.cfg.max_tokens, return_tensors="pt")
+        """What `tokenizer(texts, padding=True, truncation=True, max_length=max_tokens)` gives (input_ids,
+        attention_mask), with each distinct text tokenised once: a fit encodes the same observations
+        every step, and tokenising them anew took ~15% of a joint step."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._ids]
+        if missing:
+            encoded = self.tokenizer(missing, truncation=True, max_length=self.cfg.max_tokens)["input_ids"]
+            self._ids.update(zip(missing, encoded))
+        rows = [self._ids[t] for t in texts]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        left = self.tokenizer.padding_side == "left"
+        for i, r in enumerate(rows):
+            span = slice(width - len(r), width) if left else slice(0, len(r))
+            ids[i, span], mask[i, span] = torch.tensor(r, dtype=torch.long), 1
+        return {"input_ids": ids, "attention_mask": mask}
 
     def token_states(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return self.backbone(input_ids=ids, attention_mask=mask).last_hidden_state
