@@ -51,3 +51,24 @@ def uniform_log_world_model(folder, n_episodes: int, max_steps: int, val_fractio
         sampler=SamplerConfig(train_steps=10, steps=sampler_steps),
     )
     return dm, WorldModelModule(asdict(enc), asdict(wm_cfg), 2, dm.actions, texts=dm.observations)
+
+
+# -- jobs for worker processes (top-level, so a spawned worker can import them) --------------------------
+def job_process(tag: str) -> tuple[str, int, int]:
+    """(tag, pid, torch threads) of the process that ran it."""
+    import os
+
+    import torch
+
+    return tag, os.getpid(), torch.get_num_threads()
+
+
+def job_fails(where: str) -> None:
+    raise ValueError(f"{where}: expected a number, got 'lots'")
+
+
+def job_add_entries(path: str, prefix: str, n: int) -> None:
+    from adwm.atomic import update_json
+
+    for i in range(n):
+        update_json(path, lambda d, k=f"{prefix}{i}", v=i: d.__setitem__(k, v))

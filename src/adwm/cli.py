@@ -134,11 +134,10 @@ def _run(command: str, overrides: list[str]) -> None:
 
         print(collect(to_object(cfg.collect), to_object(cfg.env), cfg.seed))
     elif command == "ground-truth":
-        from adwm.evaluation.family import family_policies
-        from adwm.evaluation.ground_truth import ground_truth
+        from adwm.evaluation.ground_truth import ground_truth_in_workers
+        from adwm.parallel import resolve_workers
 
-        family = family_policies(to_object(cfg.policy), to_object(cfg.family))
-        for name, r in ground_truth(family, to_object(cfg.ground_truth), to_object(cfg.env), cfg.seed).items():
+        for name, r in ground_truth_in_workers(cfg, resolve_workers(cfg.workers)).items():
             print(f"{name:<20} J={r['J']:.4f} se={r['se']:.4f} n={r['n']}")
         print(cfg.ground_truth.out)
     elif command == "fit":
@@ -158,9 +157,10 @@ def _run(command: str, overrides: list[str]) -> None:
 
         print(project(cfg))
     elif command == "evaluate":
-        from adwm.evaluate import evaluate
+        from adwm.evaluate import evaluate_in_workers
+        from adwm.parallel import resolve_workers
 
-        print(evaluate(cfg))
+        print(evaluate_in_workers(cfg, resolve_workers(cfg.workers)))
     elif command == "ope":
         from adwm.ope.runner import run_baselines
 

@@ -34,6 +34,7 @@ from adwm.evaluation.simulate import (
 from adwm.guidance.composed import check_guidance
 from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
 from adwm.models.world_model import WorldModelModule
+from adwm.parallel import run_jobs
 from adwm.policies.distribution import uses_model
 from adwm.policies.llm import LLMPolicy, PolicyConfig
 from adwm.policies.loading import model_fingerprint
@@ -183,18 +184,34 @@ def _simulate(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, 
 
 def pending_simulations(cfg: DictConfig) -> list[tuple[str, str]]:
     """(group, policy name) of each simulation `evaluate(cfg)` needs and no earlier run finished with the
-    same settings: group "estimates" for the family, "behaviour" for the calibration's agents."""
+    same settings: group "estimates" for the family, "behaviour" for the calibration's agents. The first
+    of each agent backbone comes first: run as worker jobs, each backbone's projector is then trained by
+    the worker that reaches it while the others simulate, not waited for."""
     ecfg = to_object(cfg.evaluate)
     wm_path = _world_model_path(ecfg)
     family, behaviour, _ = _policies(cfg, ecfg)
     out = Path(ecfg.out)
     results: dict = json.loads(out.read_text()) if out.is_file() else {}
-    return [
-        (group, p.name)
+    pending = [
+        (group, p)
         for group, ps in (("estimates", family), ("behaviour", behaviour))
         for p in ps
         if not _simulated(results, group, p, _policy_settings(cfg, ecfg, wm_path, p))
     ]
+    first = {}
+    for job in pending:
+        first.setdefault(job[1].model, job)
+    ordered = list(first.values()) + [job for job in pending if job not in first.values()]
+    return [(group, p.name) for group, p in ordered]
+
+
+def evaluate_in_workers(cfg: DictConfig, workers: int, also: list | None = None) -> Path:
+    """`evaluate(cfg)` with its pending simulations as jobs of `workers` processes (adwm.parallel), after
+    the jobs `also` (e.g. the baselines, which need the same world model)."""
+    jobs = list(also or [])
+    jobs += [(f"estimate {name}", simulate_policy, (cfg, group, name)) for group, name in pending_simulations(cfg)]
+    run_jobs(jobs, workers)
+    return evaluate(cfg)
 
 
 def simulate_policy(cfg: DictConfig, group: str, name: str) -> None:

@@ -17,9 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 from adwm.atomic import atomic_write_json
 from adwm.config import to_object
 from adwm.data.collect import collect, seconds_spent
-from adwm.evaluate import evaluate, pending_simulations, simulate_policy
+from adwm.evaluate import evaluate_in_workers
 from adwm.evaluation.family import family_policies
-from adwm.evaluation.ground_truth import ground_truth
+from adwm.evaluation.ground_truth import ground_truth_in_workers
 from adwm.fit import fit, is_fitted
 from adwm.ope.runner import run_baselines
 from adwm.parallel import resolve_workers, run_jobs
@@ -67,12 +67,6 @@ def _collect(cfg: DictConfig) -> Path:
     return collect(to_object(cfg.collect), to_object(cfg.env), cfg.seed)
 
 
-def _measure(cfg: DictConfig, name: str) -> None:
-    """The ground truth of one family policy (a worker job; results share one file)."""
-    family = family_policies(to_object(cfg.policy), to_object(cfg.family))
-    ground_truth([p for p in family if p.name == name], to_object(cfg.ground_truth), to_object(cfg.env), cfg.seed)
-
-
 def format_table(rows: list[dict]) -> str:
     """Plain-text table of true values (and estimates, when present)."""
     est_names = list(dict.fromkeys(k for r in rows for k in r["estimates"]))  # adwm first, then the baselines
@@ -116,20 +110,6 @@ def stage_seconds(
     return {k: None if v is None else round(float(v), 1) for k, v in out.items()}
 
 
-def _by_backbone(cfg: DictConfig) -> list[tuple[str, str]]:
-    """The pending simulations, the first of each agent backbone ahead of the rest: each backbone's
-    projector is trained once, by whichever worker reaches it first, while the others simulate."""
-    models = {p.name: p.model for p in family_policies(to_object(cfg.policy), to_object(cfg.family))}
-    models.update({b.policy.name: b.policy.model for b in to_object(cfg.collect).behaviour})
-    pending, seen = pending_simulations(cfg), set()
-    first = []
-    for job in pending:
-        if models.get(job[1]) not in seen:
-            seen.add(models.get(job[1]))
-            first.append(job)
-    return first + [job for job in pending if job not in first]
-
-
 def quickstart(cfg: DictConfig) -> Path:
     """Run the whole job; returns the path of `summary.json`."""
     family = family_policies(to_object(cfg.policy), to_object(cfg.family))
@@ -149,11 +129,8 @@ def quickstart(cfg: DictConfig) -> Path:
     timings["train_agents"] = round(time.time() - t, 1)
 
     t = time.time()  # the log and the ground truth need only the agents: their jobs share the workers
-    jobs = [("collect", _collect, (job_cfg,))]
-    jobs += [(f"ground truth {p.name}", _measure, (job_cfg, p.name)) for p in family]
-    run_jobs(jobs, workers)
-    log = _collect(cfg)  # finished above: these two only read the results back
-    truth = ground_truth(family, to_object(cfg.ground_truth), to_object(cfg.env), cfg.seed, progress=False)
+    truth = ground_truth_in_workers(job_cfg, workers, also=[("collect", _collect, (job_cfg,))])
+    log = _collect(cfg)  # finished above: this only checks the log
     timings["collect_and_ground_truth"] = round(time.time() - t, 1)
 
     t = time.time()
@@ -165,10 +142,8 @@ def quickstart(cfg: DictConfig) -> Path:
     timings["fit"] = round(time.time() - t, 1)
 
     t = time.time()  # the projectors, simulations and baselines need only the world model: they share the workers
-    jobs = [("baselines", run_baselines, (job_cfg,))] if cfg.ope.estimators else []
-    jobs += [(f"estimate {name}", simulate_policy, (job_cfg, group, name)) for group, name in _by_backbone(cfg)]
-    run_jobs(jobs, workers)
-    estimates = json.loads(evaluate(cfg).read_text())
+    also = [("baselines", run_baselines, (job_cfg,))] if cfg.ope.estimators else []
+    estimates = json.loads(evaluate_in_workers(job_cfg, workers, also).read_text())
     baselines: dict = {"estimates": {}, "metrics": {}}
     if cfg.ope.estimators:
         baselines = json.loads(run_baselines(cfg, progress=False).read_text())

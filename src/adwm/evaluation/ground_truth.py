@@ -17,11 +17,14 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from omegaconf import DictConfig, OmegaConf
 
 from adwm.atomic import update_json
 from adwm.data.rollout import EpisodeJob, run_episodes
 from adwm.data.schema import Episode
 from adwm.envs.registry import EnvConfig, env_signature, make_env
+from adwm.evaluation.family import family_policies
+from adwm.parallel import run_jobs
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import PolicyConfig
 from adwm.policies.loading import model_fingerprint
@@ -85,3 +88,19 @@ def ground_truth(
                 file=sys.stderr,
             )
     return {p.name: results[p.name] for p in policies}
+
+
+def measure_policy(cfg: DictConfig, name: str) -> None:
+    """The ground truth of one family policy, as a worker job (the results share one file)."""
+    family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
+    pcfg = next(p for p in family if p.name == name)
+    ground_truth([pcfg], OmegaConf.to_object(cfg.ground_truth), OmegaConf.to_object(cfg.env), cfg.seed)
+
+
+def ground_truth_in_workers(cfg: DictConfig, workers: int, also: list | None = None) -> dict[str, dict]:
+    """`ground_truth` of the family with one job per policy in `workers` processes (adwm.parallel), after
+    the jobs `also` (e.g. collecting the log, which needs the same agents)."""
+    family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
+    run_jobs([*(also or []), *((f"ground truth {p.name}", measure_policy, (cfg, p.name)) for p in family)], workers)
+    gcfg, env_cfg = OmegaConf.to_object(cfg.ground_truth), OmegaConf.to_object(cfg.env)
+    return ground_truth(family, gcfg, env_cfg, cfg.seed, progress=False)
