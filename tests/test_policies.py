@@ -8,6 +8,7 @@ import torch
 
 from adwm.envs import BuiltinEnv
 from adwm.envs.base import OnDemandActions, logged_admissible
+from adwm.policies import scoring
 from adwm.policies.base import AgentState, UniformPolicy
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy, PolicyConfig
@@ -61,6 +62,20 @@ def test_batched_scores_match_single_state_scores(tiny_lm_dir):
     together = policy.action_scores(batch)
     for s, sc in zip(batch, together):
         np.testing.assert_allclose(policy.action_scores([s])[0], sc, atol=1e-5)
+
+
+@pytest.mark.parametrize("pack_tokens", [8, 40, 4096])
+def test_packed_scores_match_one_forward_pass_per_action(tiny_lm_dir, pack_tokens, monkeypatch):
+    """Scores of every candidate from packed rows (a prompt and its candidates under a block mask; rows
+    wider than PACK_TOKENS split, the prompt repeated) equal one full forward pass per candidate."""
+    monkeypatch.setattr(scoring, "PACK_TOKENS", pack_tokens)
+    cfg = PolicyConfig(name="p", model=tiny_lm_dir, history_turns=1)
+    batch = states(4)
+    got = LLMPolicy(cfg).action_scores(batch)
+    for s, sc in zip(batch, got):
+        np.testing.assert_allclose(sc, reference_scores(tiny_lm_dir, s, cfg), atol=1e-4)
+    empty = AgentState(batch[0].task, batch[0].observation, [], [])
+    assert [len(x) for x in LLMPolicy(cfg).action_scores([empty, batch[1]])] == [0, len(batch[1].admissible)]
 
 
 def test_sampling_frequencies_match_log_probs(tiny_lm_dir):

@@ -103,6 +103,8 @@ def _packed_hidden(
     c_j[k - 1] predicts c_j[k]."""
     if any(len(c) == 0 for c in continuations):
         raise ValueError("scoring: every continuation needs at least one token")
+    if not continuations:
+        return torch.zeros(0, model.get_input_embeddings().weight.shape[1])
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
     rows, soft = _prompt_rows(prompts)
@@ -110,30 +112,43 @@ def _packed_hidden(
     by_row: list[list[int]] = [[] for _ in rows]
     for j, i in enumerate(owner):
         by_row[i].append(j)
-    widths = [lens[i] + sum(len(continuations[j]) - 1 for j in by_row[i]) for i in range(len(rows))]
+    # packed rows: a prompt and its continuations, or a share of them where they would make the row wider
+    # than PACK_TOKENS (the prompt is then repeated in each of its rows)
+    packed: list[tuple[int, list[int], int]] = []  # (prompt, its continuations in the row, row width)
+    for i, js in enumerate(by_row):
+        share, width = [], lens[i]
+        for j in js:
+            if share and width + len(continuations[j]) - 1 > PACK_TOKENS:
+                packed.append((i, share, width))
+                share, width = [], lens[i]
+            share.append(j)
+            width += len(continuations[j]) - 1
+        if share:
+            packed.append((i, share, width))
     chunks, chunk = [], []  # rows of similar width together, so little of a forward pass is padding
-    for i in sorted(range(len(rows)), key=lambda k: -widths[k]):
-        wide = widths[chunk[0]] if chunk else 0
+    for k in sorted(range(len(packed)), key=lambda k: -packed[k][2]):
+        wide = packed[chunk[0]][2] if chunk else 0
         if chunk and ((len(chunk) + 1) * wide > PACK_TOKENS or (len(chunk) + 1) * wide**2 > PACK_BUDGET):
             chunks.append(chunk)
             chunk = []
-        chunk.append(i)
+        chunk.append(k)
     chunks.append(chunk)
     decoder, embed = _transformers_model(model).base_model, model.get_input_embeddings()
     hidden, order = [], []  # per chunk the predicting states; the continuations in processing order
     for chunk in chunks:
-        width = max(widths[i] for i in chunk)
+        width = max(packed[k][2] for k in chunk)
         ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
         seg = torch.full((len(chunk), width), -1, dtype=torch.long)  # 0 prompt, s > 0 continuation s, -1 pad
         pos = torch.zeros((len(chunk), width), dtype=torch.long)
         at_row, at_col = [], []
-        for r, i in enumerate(chunk):
+        for r, k in enumerate(chunk):
+            i, share, _ = packed[k]
             p = lens[i]
             if not soft:
                 ids[r, :p] = torch.tensor(rows[i], dtype=torch.long)
             seg[r, :p], pos[r, :p] = 0, torch.arange(p)
             col = p
-            for s, j in enumerate(by_row[i], start=1):
+            for s, j in enumerate(share, start=1):
                 c, n = continuations[j], len(continuations[j]) - 1
                 ids[r, col : col + n] = torch.tensor(c[:-1], dtype=torch.long)
                 seg[r, col : col + n], pos[r, col : col + n] = s, p + torch.arange(n)
@@ -148,7 +163,10 @@ def _packed_hidden(
         mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
         x = embed(ids.to(device))
         if soft:  # the given prompt embeddings (with their gradient), then the continuation tokens
-            x = torch.stack([torch.cat([rows[i].to(device, x.dtype), x[r, lens[i] :]]) for r, i in enumerate(chunk)])
+            prompt_of = [packed[k][0] for k in chunk]
+            x = torch.stack(
+                [torch.cat([rows[i].to(device, x.dtype), x[r, lens[i] :]]) for r, i in enumerate(prompt_of)]
+            )
         out = decoder(
             inputs_embeds=x, attention_mask=mask[:, None].to(device), position_ids=pos.to(device), use_cache=False
         )
