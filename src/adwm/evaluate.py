@@ -154,6 +154,15 @@ def _world_model_path(ecfg: EvaluateConfig) -> Path:
     return wm_path
 
 
+def _check(ecfg: EvaluateConfig, cfg: DictConfig) -> Path:
+    """Named errors before any model is loaded; returns the world model's path."""
+    wm_path = _world_model_path(ecfg)
+    check_guidance(to_object(cfg.guidance))
+    check_candidates(ecfg.simulate)
+    check_calibration(ecfg.calibration)
+    return wm_path
+
+
 _LOADED: dict = {}  # this process's world model, data and agents' score cache, reused by the next policy
 
 
@@ -208,6 +217,7 @@ def pending_simulations(cfg: DictConfig) -> list[tuple[str, str]]:
 def evaluate_in_workers(cfg: DictConfig, workers: int, also: list | None = None) -> Path:
     """`evaluate(cfg)` with its pending simulations as jobs of `workers` processes (adwm.parallel), after
     the jobs `also` (e.g. the baselines, which need the same world model)."""
+    _check(to_object(cfg.evaluate), cfg)
     jobs = list(also or [])
     jobs += [(f"estimate {name}", simulate_policy, (cfg, group, name)) for group, name in pending_simulations(cfg)]
     run_jobs(jobs, workers)
@@ -227,10 +237,7 @@ def evaluate(cfg: DictConfig) -> Path:
     estimates JSON. Simulations finished earlier with the same settings (by a previous run or by worker
     processes running `simulate_policy`) are reused."""
     ecfg = to_object(cfg.evaluate)
-    wm_path = _world_model_path(ecfg)
-    check_guidance(to_object(cfg.guidance))  # before any model is loaded
-    check_candidates(ecfg.simulate)
-    check_calibration(ecfg.calibration)
+    wm_path = _check(ecfg, cfg)
     family, behaviour, logged = _policies(cfg, ecfg)
     out = Path(ecfg.out)
     jobs = [("estimates", p, f"{k + 1}/{len(family)}") for k, p in enumerate(family)]
