@@ -227,8 +227,11 @@ def evaluate_in_workers(cfg: DictConfig, workers: int, also: list | None = None)
 def simulate_policy(cfg: DictConfig, group: str, name: str) -> None:
     """One simulation of `pending_simulations(cfg)`, as a worker job: `evaluate(cfg)` then finds it done."""
     ecfg = to_object(cfg.evaluate)
-    family, behaviour, _ = _policies(cfg, ecfg)
-    pcfg = next(p for p in (family if group == "estimates" else behaviour) if p.name == name)
+    if group == "estimates":
+        policies = family_policies(to_object(cfg.policy), to_object(cfg.family))
+    else:  # checked against the log by `pending_simulations`; reading the log again per job is not needed
+        policies = [b.policy for b in to_object(cfg.collect).behaviour]
+    pcfg = next(p for p in policies if p.name == name)
     _simulate(cfg, ecfg, _world_model_path(ecfg), group, pcfg, f"{group} {name}")
 
 

@@ -54,20 +54,14 @@ def _scaled_log_softmax(logits: torch.Tensor, temperature: float) -> torch.Tenso
     return torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1)
 
 
-def _prompt_pass(model: torch.nn.Module, prompts, pad_id: int):
-    """Run left-padded prompts once with the KV cache on; logits only at the last position.
-
-    `prompts` are token-id lists, or a pair (embeddings (B, Lp, D), mask (B, Lp)) already left-padded."""
+def _prompt_pass(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int):
+    """Run left-padded token-id prompts once with the KV cache on (for sampling); logits only at the last
+    position."""
     device = next(model.parameters()).device
-    if isinstance(prompts, tuple):
-        embeds, mask = prompts
-        inputs = {"inputs_embeds": embeds.to(device)}
-    else:
-        ids, mask = _left_pad(prompts, pad_id)  # (B, Lp)
-        inputs = {"input_ids": ids.to(device)}
+    ids, mask = _left_pad(prompts, pad_id)  # (B, Lp)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     out = model(
-        **inputs,
+        input_ids=ids.to(device),
         attention_mask=mask.to(device),
         position_ids=pos.to(device),
         use_cache=True,
@@ -202,7 +196,7 @@ def score_continuations(
     temperature: float = 1.0,
 ) -> ContinuationScores:
     """Token log-probs of `continuations[j]` after `prompts[owner[j]]` (token ids, or left-padded
-    (embeddings, mask) as in `_prompt_pass`).
+    (embeddings (B, Lp, D), mask (B, Lp)) left-padded, as `_prompt_rows` reads them).
 
     With temperature T > 0 the log-softmax is taken of logits / T; T = 0 uses
     the raw logits (callers read `greedy` for the argmax rule).
