@@ -36,7 +36,10 @@ class FitConfig:
     max_minutes: float = 30.0  # wall-clock cap (the demo's fit takes ~10 on 2 cores); the last checkpoint is kept
     resume: bool = False  # continue from <run.dir>/checkpoints/last.ckpt
     checkpoint_every_n_steps: int = 100  # a kill loses at most this many steps
-    val_every_n_epochs: int = 1
+    # 0: the held-out batches are scored once, after the last step (each pass took ~5 s on the demo, ~1 min
+    # over a fit); N: also after every N epochs. The RolloutEvaluator (`rollout_eval`) runs after those,
+    # so with it 0 means every `rollout_every_n_epochs`.
+    val_every_n_epochs: int = 0
     val_batches: int = 32  # held-out batches per validation (0 = all): bounds its cost on large logs
     rollout_eval: bool = False  # RolloutEvaluator: J_hat of the family every n epochs and at the end
     rollout_every_n_epochs: int = 1
@@ -114,6 +117,9 @@ def fit(cfg: DictConfig) -> Path:
     for key in ("max_steps", "encoder_steps"):  # checked before any data or model is loaded
         if getattr(fcfg, key) < 0:
             raise ValueError(f"fit.{key}: expected a number of steps >= 0 (0 = no limit), got {getattr(fcfg, key)}")
+    if fcfg.val_every_n_epochs < 0:
+        raise ValueError(f"fit.val_every_n_epochs: expected 0 (at the end only) or more, got {fcfg.val_every_n_epochs}")
+    val_every = fcfg.val_every_n_epochs or (fcfg.rollout_every_n_epochs if fcfg.rollout_eval else 0)
     run_dir = Path(cfg.run.dir)
     ckpt_dir = run_dir / "checkpoints"
     last = ckpt_dir / "last.ckpt"
@@ -156,7 +162,7 @@ def fit(cfg: DictConfig) -> Path:
         max_steps=fcfg.max_steps if fcfg.max_steps > 0 else -1,
         max_time={"minutes": fcfg.max_minutes},
         callbacks=callbacks,
-        check_val_every_n_epoch=fcfg.val_every_n_epochs,
+        check_val_every_n_epoch=val_every or fcfg.max_epochs + 1,  # never during the fit: after it, below
         limit_val_batches=fcfg.val_batches or 1.0,
         num_sanity_val_steps=0,
     )
@@ -164,6 +170,8 @@ def fit(cfg: DictConfig) -> Path:
     trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)
     timed_out = stopped_by_time(trainer, "fit", fcfg.max_minutes)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    if trainer.global_step > 0:  # the held-out metrics of the fitted model (its last step)
+        metrics.update({k: float(v) for k, v in trainer.validate(module, datamodule=dm, verbose=False)[0].items()})
     texts, admissible = dm.admissible_states("train")
     if texts:  # environments without admissible lists have no bank: the head alone proposes
         module.eval()
