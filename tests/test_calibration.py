@@ -57,6 +57,26 @@ def test_backbone_calibration_uses_the_gap_of_the_behaviour_agents_on_the_same_c
     assert cal.se(agent("e", "ckpt/c")) == pytest.approx(math.sqrt(3 * VAR / 9))
 
 
+def test_model_share_calibration_puts_each_gap_down_to_the_agents_model_share():
+    cal = fit_calibration("model_share", BEHAVIOUR, SIM, LOGGED, 0.95)
+    # ckpt/a: gap_p = 1.0 g, gap_q = 0.7 g -> least squares g = (-0.05 + 0.7 * 0.02) / (1 + 0.49)
+    g_a = -0.036 / 1.49
+    assert cal.offset(agent("e", "ckpt/a")) == pytest.approx(g_a)
+    assert cal.offset(agent("e", "ckpt/a", eps=0.5)) == pytest.approx(0.5 * g_a)
+    # the uniform share reads nothing: uncalibrated
+    assert cal.offset(agent("e", "ckpt/b", eps=0.25)) == pytest.approx(0.75 * 0.09)
+    assert cal.offset(agent("e", "ckpt/b", eps=1.0)) == 0.0
+    assert cal.offset(agent("e", kind="uniform")) == 0.0
+    # a checkpoint no behaviour agent runs: the mean of gap / model share
+    assert cal.offset(agent("e", "ckpt/c")) == pytest.approx((-0.05 + 0.02 / 0.7 + 0.09) / 3)
+    assert cal.se(agent("e", "ckpt/a")) == pytest.approx(math.sqrt(VAR / 1.49))
+    # an all-uniform behaviour agent carries no model share and no weight
+    uniform_b = [*BEHAVIOUR, agent("u", "ckpt/a", eps=1.0)]
+    sim = {**SIM, "u": {"J_hat_sim": 0.1, "ci_sim": [0.08, 0.12]}}
+    cal = fit_calibration("model_share", uniform_b, sim, {**LOGGED, "u": {"J": 0.5, "se": 0.01}}, 0.95)
+    assert cal.offset(agent("e", "ckpt/a")) == pytest.approx(g_a)
+
+
 def test_shift_adds_the_mean_gap_to_every_policy_and_the_interval_widens():
     cal = fit_calibration("shift", BEHAVIOUR, SIM, LOGGED, 0.95)
     mean_all = sum(GAPS.values()) / 3
@@ -78,7 +98,8 @@ def test_none_leaves_values_and_intervals_alone():
 
 
 def test_bad_calibration_settings_are_named():
-    with pytest.raises(ValueError, match=r"evaluate.calibration: expected one of \['none', 'shift', 'backbone'\]"):
+    expected = r"evaluate.calibration: expected one of \['none', 'shift', 'backbone', 'model_share'\]"
+    with pytest.raises(ValueError, match=expected):
         check_calibration("affine")
     with pytest.raises(ValueError, match="collect.behaviour lists no behaviour agent"):
         fit_calibration("backbone", [], {}, {}, 0.95)

@@ -38,6 +38,32 @@ def test_cached_tokenisation_matches_the_tokenizer(side):
     assert got["input_ids"].shape[1] == 24
 
 
+def test_length_buckets_give_the_latents_and_gradients_of_one_padded_batch(monkeypatch):
+    """A batch large enough to be encoded in length buckets: each row's latent and the gradients equal those
+    of one pass over the whole padded batch (rows come back in their own order)."""
+    import adwm.encoders.base as base
+
+    enc = build_encoder(EncoderConfig(name="tiny", n_latents=2, d_latent=8, d_model=32, layers=1), TEXTS)
+    words = " ".join(TEXTS).split()
+    gen = torch.Generator().manual_seed(0)
+    batch = [" ".join(words[: int(n)]) for n in torch.randint(1, 60, (150,), generator=gen)]  # 1-60 words
+    weight = torch.randn(150, 2, 8, generator=gen)
+
+    def run():
+        enc.zero_grad()
+        z = enc(batch)
+        (z * weight).sum().backward()
+        return z.detach(), [p.grad.clone() for p in enc.parameters() if p.grad is not None]
+
+    bucketed, grads = run()
+    monkeypatch.setattr(base, "LENGTH_BUCKETS", 1)
+    whole, ref_grads = run()
+    assert base.BUCKET_ROWS * 2 <= len(batch)  # the first run did split
+    torch.testing.assert_close(bucketed, whole, atol=1e-5, rtol=1e-4)
+    for g, ref in zip(grads, ref_grads):  # sums over 150 rows in another order
+        torch.testing.assert_close(g, ref, atol=1e-4, rtol=1e-3)
+
+
 def test_frozen_encoder_has_no_trainable_parameters():
     enc = build_encoder(EncoderConfig(name="tiny", trainable=False, d_model=32, layers=1), TEXTS)
     assert not any(p.requires_grad for p in enc.parameters())

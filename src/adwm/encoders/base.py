@@ -24,6 +24,10 @@ class EncoderConfig:
     heads: int = 4
 
 
+LENGTH_BUCKETS = 3  # passes over length-sorted texts in one forward (1 = one padded batch)
+BUCKET_ROWS = 64  # at least this many texts per pass
+
+
 class TextEncoder(nn.Module):
     """Tokenise, run a backbone to token states, pool to (B, L, d_z)."""
 
@@ -39,11 +43,16 @@ class TextEncoder(nn.Module):
         """What `tokenizer(texts, padding=True, truncation=True, max_length=max_tokens)` gives (input_ids,
         attention_mask), with each distinct text tokenised once: a fit encodes the same observations
         every step, and tokenising them anew took ~15% of a joint step."""
+        return self._padded(self._token_ids(texts))
+
+    def _token_ids(self, texts: list[str]) -> list[list[int]]:
         missing = [t for t in dict.fromkeys(texts) if t not in self._ids]
         if missing:
             encoded = self.tokenizer(missing, truncation=True, max_length=self.cfg.max_tokens)["input_ids"]
             self._ids.update(zip(missing, encoded))
-        rows = [self._ids[t] for t in texts]
+        return [self._ids[t] for t in texts]
+
+    def _padded(self, rows: list[list[int]]) -> dict[str, torch.Tensor]:
         width = max(len(r) for r in rows)
         ids = torch.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -57,8 +66,21 @@ class TextEncoder(nn.Module):
         return self.backbone(input_ids=ids, attention_mask=mask).last_hidden_state
 
     def forward(self, texts: list[str]) -> torch.Tensor:
-        """(B,) texts -> (B, L, d_z)."""
-        batch = self.tokenize(texts)
+        """(B,) texts -> (B, L, d_z).
+
+        A large batch runs as up to `LENGTH_BUCKETS` passes over texts of similar length, each padded only to
+        its own longest: the same latents (right padding is masked), less padding. On a joint fit step (220
+        observations of 30-76 tokens, mean 51) forward and backward took 0.16 s against 0.22 s in one pass."""
+        rows = self._token_ids(texts)
+        n = min(LENGTH_BUCKETS, len(rows) // BUCKET_ROWS)
+        if n <= 1 or self.tokenizer.padding_side == "left":  # left padding shifts absolute positions with width
+            return self._encode(self._padded(rows))
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        parts = [order[k * len(order) // n : (k + 1) * len(order) // n] for k in range(n)]
+        z = torch.cat([self._encode(self._padded([rows[i] for i in part])) for part in parts])
+        return z[torch.argsort(torch.tensor([i for part in parts for i in part]))]
+
+    def _encode(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         device = next(self.parameters()).device
         ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
         return self.pool(self.token_states(ids, mask), mask)

@@ -10,6 +10,11 @@ policy's J_hat is its simulated value J_hat_sim plus a weighted mean of the gaps
   world model and that checkpoint's projector make the bias an agent reads with);
   the uniform share `eps` of an eps-greedy policy, and a policy whose checkpoint
   no behaviour agent runs, take the mean gap of all behaviour agents;
+* `model_share` (the default): the gap is taken as the bias of an agent reading
+  the world model, so a behaviour agent's gap is put down to its model share
+  `1 - eps` (least squares over the agents on one checkpoint) and the uniform
+  share of any policy is left uncalibrated (it reads nothing); a policy whose
+  checkpoint no behaviour agent runs takes the mean model-share gap;
 * `shift`: the mean gap of all behaviour agents, for every policy;
 * `none`: J_hat = J_hat_sim.
 
@@ -31,7 +36,7 @@ from adwm.data.schema import Episode
 from adwm.evaluation.ground_truth import summarise
 from adwm.policies.llm import PolicyConfig
 
-CALIBRATIONS = ("none", "shift", "backbone")
+CALIBRATIONS = ("none", "shift", "backbone", "model_share")
 
 
 def check_calibration(method: str) -> None:
@@ -74,10 +79,18 @@ class Calibration:
         if self.method == "shift":
             return overall
         same = np.array([_backbone(b) is not None and _backbone(b) == _backbone(policy) for b in self.behaviour])
-        if not same.any():
-            return overall
         eps = min(max(policy.eps, 0.0), 1.0)
-        return (1 - eps) * same / same.sum() + eps * overall
+        if self.method == "backbone":
+            return (1 - eps) * same / same.sum() + eps * overall if same.any() else overall
+        # model_share: gap_b = s_b g, s_b = 1 - eps_b, fitted by least squares over the matched agents
+        share = np.array([0.0 if _backbone(b) is None else 1 - min(max(b.eps, 0.0), 1.0) for b in self.behaviour])
+        same &= share > 0
+        if same.any():
+            return (1 - eps) * same * share / (same * share**2).sum()
+        reading = share > 0  # no agent on this checkpoint: the mean of gap_b / s_b over the agents that read
+        if _backbone(policy) is None or not reading.any():
+            return np.zeros(k)
+        return (1 - eps) * np.where(reading, 1 / np.where(reading, share, 1.0), 0.0) / reading.sum()
 
     def offset(self, policy: PolicyConfig) -> float:
         return float(self.weights(policy) @ self.gaps)

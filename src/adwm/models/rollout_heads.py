@@ -29,7 +29,7 @@ from adwm.evaluation.simulate import Window
 @dataclass
 class RolloutHeadsConfig:
     enabled: bool = True
-    passes: int = 2  # open-loop replays of every training episode (fresh noise each)
+    passes: int = 1  # open-loop replays of every training episode (fresh noise each)
     steps: int = 600  # optimiser steps on the replayed transitions
     batch_size: int = 256
     lr: float = 1e-3

@@ -21,6 +21,7 @@ Collapse guard (a constant latent makes the diffusion loss trivial), five parts:
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import lightning as L
@@ -39,6 +40,9 @@ from adwm.models.history import HistoryEncoder
 from adwm.models.metrics import effective_rank, retrieval_top1, set_metrics
 from adwm.models.proposal_bank import ProposalBank
 from adwm.models.token_decoder import TokenDecoder, token_ids
+
+# Lightning notes that the module's `transfer_batch_to_device` (a no-op on the CPU) wins over the datamodule's
+warnings.filterwarnings("ignore", message=".*overridden `transfer_batch_to_device`.*")
 
 PROPOSALS = ("head", "retrieval")
 
