@@ -31,8 +31,8 @@ class FitConfig:
     # Measured on the demo's seed-1 logs (2 cores): 3 minutes gave 721 steps (~170 joint), retrieval top-1
     # of the next latent among 32 was 0.42 and the action posterior's top-1 0.71; 8 minutes gave 2,166
     # steps (~450 joint), 0.86 and 0.95. A joint step costs ~0.4 s there, a frozen-encoder step ~0.07 s;
-    # the demo fits 1,600 (400 joint) to stay within its time budget.
-    max_steps: int = 1600  # optimiser steps (0 = no step limit)
+    # the demo fits 1,400 (350 joint) to stay within its time budget.
+    max_steps: int = 1400  # optimiser steps (0 = no step limit)
     max_epochs: int = 200
     max_minutes: float = 30.0  # wall-clock cap (the demo's fit takes ~10 on 2 cores); the last checkpoint is kept
     resume: bool = False  # continue from <run.dir>/checkpoints/last.ckpt
@@ -50,7 +50,7 @@ class FitConfig:
     # cached, and the rest of the budget trains the dynamics and heads alone, many times faster per step
     # (encoder_share = 1 and encoder_steps = 0: never freeze). A time share makes the fit depend on the
     # machine's load, so by default only steps count and a seed gives the same fit under any load.
-    encoder_steps: int = 400
+    encoder_steps: int = 350
     encoder_share: float = 1.0
     # after training: reward and termination heads refitted on open-loop replays of the logged episodes,
     # i.e. on sampled latents and histories as simulation gives them (models/rollout_heads.py)
