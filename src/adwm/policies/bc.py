@@ -7,9 +7,6 @@ import math
 import lightning as L
 import torch
 
-LENGTH_BUCKETS = 2  # passes per batch over its length-sorted rows (1 = one padded pass)
-BUCKET_ROWS = 8  # at least this many rows per pass
-
 
 class BehaviourCloningModule(L.LightningModule):
     """Next-token cross-entropy on the action span; the prompt only conditions."""
@@ -22,24 +19,13 @@ class BehaviourCloningModule(L.LightningModule):
         self.save_hyperparameters(ignore=["model"])
 
     def model_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Mean cross-entropy of the action tokens. A batch runs as `LENGTH_BUCKETS` passes over its
-        length-sorted rows, each cut to its own longest row (the batch is right-padded, so a row's tokens
-        and positions are the same): the loss of one padded pass with less padding (on the demo's agents,
-        prompts of ~100 tokens padded to ~120-150)."""
         lm = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model  # PEFT-wrapped?
-        lengths = batch["attention_mask"].sum(1)
-        order = torch.argsort(lengths)
-        n = max(1, min(LENGTH_BUCKETS, len(order) // BUCKET_ROWS))
-        logits, targets = [], []
-        for part in order.tensor_split(n):
-            width = int(lengths[part].max())
-            ids, mask = batch["input_ids"][part, :width], batch["attention_mask"][part, :width]
-            hidden = lm.base_model(input_ids=ids, attention_mask=mask).last_hidden_state  # (b, width, H)
-            target = batch["labels"][part, 1:width]  # position t predicts token t+1
-            supervised = target != -100  # only action tokens: skip the LM head on prompt positions
-            logits.append(self.model.get_output_embeddings()(hidden[:, :-1][supervised]))  # (N_part, V)
-            targets.append(target[supervised])
-        logits, target = torch.cat(logits), torch.cat(targets)  # (N, V), (N,)
+        hidden = lm.base_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        # hidden: (B, L, H)
+        target = batch["labels"][:, 1:]  # position t predicts token t+1
+        supervised = target != -100  # only action tokens: skip the LM head on prompt positions
+        logits = self.model.get_output_embeddings()(hidden[:, :-1][supervised])  # (N, V)
+        target = target[supervised]  # (N,)
         loss = torch.nn.functional.cross_entropy(logits, target)
         acc = (logits.argmax(-1) == target).float().mean()
         return loss, {"loss": loss.detach(), "token_acc": acc}
