@@ -66,10 +66,10 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
     for p in summary["policies"]:
         assert set(p) >= {"name", "J_true", "J_true_se", "estimates"} and list(p["estimates"]) == estimators
         assert math.isfinite(p["estimates"]["adwm"]) and math.isfinite(p["estimates"]["fqe"])
-    # behaviour calibration: each policy's model share is corrected by the gap (logged - simulated value) of
-    # the behaviour agent on its checkpoint, divided by that agent's own model share; the uniform share not
+    # behaviour calibration: each policy is corrected by the gap (logged - simulated value) of the behaviour
+    # agent on its checkpoint; the uniform share of an eps policy by the mean gap of all three
     estimates = json.loads((tmp_path / "quickstart" / "estimates.json").read_text())
-    assert summary["calibration"]["method"] == "model_share"
+    assert summary["calibration"]["method"] == "backbone"
     returns = {}
     for line in open(summary["behaviour_log"]):
         ep = json.loads(line)
@@ -77,9 +77,10 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
         returns.setdefault(ep["policy"], []).append(ret)
     assert set(estimates["behaviour"]) == set(returns) == {"iter1_t0.5", "iter2_t2", "iter3_t2_eps0.3"}
     gap = {name: sum(r) / len(r) - estimates["behaviour"][name]["J_hat_sim"] for name, r in returns.items()}
+    mean_gap = sum(gap.values()) / 3
     offset = {"iter1": gap["iter1_t0.5"], "iter2": gap["iter2_t2"]}
     for eps in (0.0, 0.25, 0.5, 0.75, 1.0):
-        offset[f"iter3_eps{eps:g}"] = (1 - eps) * gap["iter3_t2_eps0.3"] / 0.7
+        offset[f"iter3_eps{eps:g}"] = (1 - eps) * gap["iter3_t2_eps0.3"] + eps * mean_gap
     for p in summary["policies"]:
         assert p["estimates"]["adwm"] == pytest.approx(p["estimates"]["adwm_sim"] + offset[p["name"]])
     assert (tmp_path / "fit" / "checkpoints" / "last.ckpt").is_file()

@@ -57,13 +57,14 @@ class EvaluateConfig:
     simulate: SimulateConfig = field(default_factory=SimulateConfig)
     tail: TailConfig = field(default_factory=TailConfig)
     # Behaviour calibration (adwm.evaluation.calibration): the behaviour agents of `collect.behaviour` are
-    # simulated too, and J_hat = J_hat_sim + their gaps (logged - simulated value). `model_share` puts each
-    # agent's gap down to its model share (1 - eps) and leaves the uniform share of any policy alone;
-    # `backbone` gives the uniform share the mean gap of all agents; `shift` the mean gap to every policy;
-    # `none` reports J_hat_sim. Measured on eight demo world models (seeds 0-3, three of them fitted twice),
-    # mean nRMSE / Spearman: none 0.24 / 0.89, backbone 0.157 / 0.92, model_share 0.130 / 0.93; backbone
-    # was better on three of the eight (seeds 1 and 2 of one code version).
-    calibration: str = "model_share"
+    # simulated too, and J_hat = J_hat_sim + their gaps (logged - simulated value). `backbone` uses the gaps
+    # of the agents on the policy's checkpoint and gives the uniform share eps the mean gap of all agents;
+    # `model_share` puts each agent's gap down to its model share (1 - eps) and leaves the uniform share
+    # uncalibrated; `shift` adds the mean gap to every policy; `none` reports J_hat_sim. Mean nRMSE over eleven
+    # demo world models (seeds 0-3, some fitted two or three times): none 0.262, backbone 0.138, model_share
+    # 0.143; model_share was better on six of them and far worse on two where the simulator over-estimated
+    # every random-acting agent (there the uniform share needs the behaviour agents' gap).
+    calibration: str = "backbone"
 
 
 def estimate_policy(

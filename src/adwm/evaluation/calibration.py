@@ -10,7 +10,7 @@ policy's J_hat is its simulated value J_hat_sim plus a weighted mean of the gaps
   world model and that checkpoint's projector make the bias an agent reads with);
   the uniform share `eps` of an eps-greedy policy, and a policy whose checkpoint
   no behaviour agent runs, take the mean gap of all behaviour agents;
-* `model_share` (the default): the gap is taken as the bias of an agent reading
+* `model_share`: the gap is taken as the bias of an agent reading
   the world model, so a behaviour agent's gap is put down to its model share
   `1 - eps` (least squares over the agents on one checkpoint) and the uniform
   share of any policy is left uncalibrated (it reads nothing); a policy whose
