@@ -143,9 +143,10 @@ def test_fit_budget_is_counted_in_steps(smoke_overrides, tmp_path, capsys):
     assert metrics["stopped_by_max_minutes"] is False
     state = torch.load(tmp_path / "fit" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert bool(state["state_dict"]["encoder_frozen"])
-    for key in ("fit.max_steps", "fit.encoder_steps"):
+    for key in ("fit.max_steps", "fit.encoder_steps", "fit.val_every_n_epochs"):
         assert main(["fit", *smoke_overrides, f"{key}=-1"]) == 2
         assert key in capsys.readouterr().err
+    assert "val/loss" in metrics["metrics"]  # held-out metrics of the last step, with no validation during the fit
 
 
 def test_a_fit_cut_short_by_the_time_guard_says_so(smoke_overrides, tmp_path, capsys):

@@ -34,7 +34,7 @@ class FitConfig:
     # the demo fits 1,400 (350 joint) to stay within its time budget.
     max_steps: int = 1400  # optimiser steps (0 = no step limit)
     max_epochs: int = 200
-    max_minutes: float = 30.0  # wall-clock cap (the demo's fit takes ~10 on 2 cores); the last checkpoint is kept
+    max_minutes: float = 30.0  # wall-clock cap (the demo's fit takes ~4 on 2 cores); the last checkpoint is kept
     resume: bool = False  # continue from <run.dir>/checkpoints/last.ckpt
     checkpoint_every_n_steps: int = 100  # a kill loses at most this many steps
     # 0: the held-out batches are scored once, after the last step (each pass took ~5 s on the demo, ~1 min

@@ -90,7 +90,7 @@ class Calibration:
         reading = share > 0  # no agent on this checkpoint: the mean of gap_b / s_b over the agents that read
         if _backbone(policy) is None or not reading.any():
             return np.zeros(k)
-        return (1 - eps) * np.where(reading, 1 / np.where(reading, share, 1.0), 0.0) / reading.sum()
+        return (1 - eps) * reading / np.where(reading, share, 1.0) / reading.sum()
 
     def offset(self, policy: PolicyConfig) -> float:
         return float(self.weights(policy) @ self.gaps)
