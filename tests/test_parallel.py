@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import pytest
 import torch
 
 from adwm.atomic import update_json
-from adwm.parallel import resolve_workers, run_jobs
+from adwm.parallel import quiet_known_warnings, resolve_workers, run_jobs
 from helpers import job_add_entries, job_fails, job_process
 
 
@@ -45,3 +46,17 @@ def test_processes_adding_entries_to_one_file_lose_none(tmp_path):
     run_jobs([(f"writer {p}", job_add_entries, (str(path), p, 25)) for p in "abc"], workers=3)
     stored = json.loads(path.read_text())
     assert set(stored) == {"first"} | {f"{p}{i}" for p in "abc" for i in range(25)}
+
+
+def test_only_the_known_warnings_are_silenced():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        quiet_known_warnings()
+        warnings.warn(
+            "`isinstance(treespec, LeafSpec)` is deprecated, use TreeSpec.is_leaf()", FutureWarning, stacklevel=1
+        )
+        warnings.warn(
+            "The 'train_dataloader' does not have many workers which may be a bottleneck.", UserWarning, stacklevel=1
+        )
+        warnings.warn("an unrelated warning", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["an unrelated warning"]

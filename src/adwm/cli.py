@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 
 OVERRIDES_HELP = "experiment=NAME, group=choice (env, agent, policy, collect, family, ground_truth, encoder, trainer, logger) or a.b=value"
 
@@ -178,7 +177,9 @@ def _run(command: str, overrides: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never fetch weights at run time
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    from adwm.parallel import quiet_known_warnings
+
+    quiet_known_warnings()
     from adwm.config import ConfigError
     from adwm.data.schema import LogFormatError
 

@@ -33,12 +33,19 @@ def resolve_workers(workers: int) -> int:
     return workers or (os.cpu_count() or 1)
 
 
+def quiet_known_warnings() -> None:
+    """Silence warnings that say nothing to a user of adwm: Lightning's advice on DataLoader workers (the
+    logs are in memory) and its own use of a torch API that newer torch deprecates."""
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated.*")
+
+
 def _init_worker(threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as the CLI: never fetch weights at run time
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    quiet_known_warnings()
 
 
 def run_jobs(jobs: Sequence[Job], workers: int) -> list[Any]:
