@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from adwm.atomic import atomic_write_json
+from adwm.runtime.atomic import atomic_write_json
 from adwm.envs.scienceworld import ScienceWorldConfig, ScienceWorldEnv
 from adwm.envs.textworld import TextWorldConfig, TextWorldEnv
 

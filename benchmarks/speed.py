@@ -18,12 +18,13 @@ from pathlib import Path
 
 import torch
 
-from adwm.atomic import atomic_write_json
+from adwm.runtime.atomic import atomic_write_json
 from adwm.envs import BuiltinEnv
 from adwm.policies.base import AgentState
 from adwm.policies.bc import BehaviourCloningModule
 from adwm.policies.bc_data import DemoDataset, gold_demos
-from adwm.policies.llm import LLMPolicy, PolicyConfig
+from adwm.policies.config import PolicyConfig
+from adwm.policies.llm import LLMPolicy
 from adwm.policies.tiny import TinyModelConfig, make_tiny_llama, train_tokenizer
 
 

@@ -33,9 +33,9 @@ def tiny_lm_dir(tmp_path_factory) -> str:
 def bc_agent_dir(tmp_path_factory) -> str:
     """A tiny agent trained for seconds by behaviour cloning: its action choice depends on what it reads."""
     from adwm.envs import EnvConfig
-    from adwm.policies.llm import PolicyConfig
-    from adwm.policies.train_agent import AgentConfig, AgentVariant, train_agent
-    from adwm.trainer import LoggerConfig, TrainerConfig
+    from adwm.policies.config import PolicyConfig
+    from adwm.runtime.trainer import LoggerConfig, TrainerConfig
+    from adwm.stages.train_agent import AgentConfig, AgentVariant, train_agent
 
     agent = AgentConfig(
         dir=str(tmp_path_factory.mktemp("bc")),

@@ -22,14 +22,14 @@ def uniform_log_world_model(folder, n_episodes: int, max_steps: int, val_fractio
 
     import torch
 
-    from adwm.data.collect import BehaviourEntry, CollectConfig, collect
     from adwm.data.datamodule import DataConfig, TrajectoryDataModule
     from adwm.diffusion.denoiser import DenoiserConfig
     from adwm.diffusion.sampler import SamplerConfig
     from adwm.encoders import EncoderConfig
     from adwm.envs import EnvConfig
     from adwm.models.world_model import WorldModelConfig, WorldModelModule
-    from adwm.policies.llm import PolicyConfig
+    from adwm.policies.config import PolicyConfig
+    from adwm.stages.collect import BehaviourEntry, CollectConfig, collect
 
     out = str(folder / "log.jsonl")
     uniform = BehaviourEntry(PolicyConfig(name="u", kind="uniform"), 1.0)
@@ -68,7 +68,7 @@ def job_fails(where: str) -> None:
 
 
 def job_add_entries(path: str, prefix: str, n: int) -> None:
-    from adwm.atomic import update_json
+    from adwm.runtime.atomic import update_json
 
     for i in range(n):
         update_json(path, lambda d, k=f"{prefix}{i}", v=i: d.__setitem__(k, v))

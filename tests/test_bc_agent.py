@@ -6,13 +6,13 @@ import json
 
 import numpy as np
 
-from adwm.data.rollout import EpisodeJob, run_episodes
+from adwm.data.play import EpisodeJob, run_episodes
 from adwm.envs import EnvConfig, make_env
+from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
-from adwm.policies.llm import PolicyConfig
 from adwm.policies.tiny import TinyModelConfig
-from adwm.policies.train_agent import AgentConfig, AgentVariant, train_agent
-from adwm.trainer import LoggerConfig, TrainerConfig
+from adwm.runtime.trainer import LoggerConfig, TrainerConfig
+from adwm.stages.train_agent import AgentConfig, AgentVariant, train_agent
 
 
 def mean_return(policy_cfg: PolicyConfig, env_cfg: EnvConfig, n: int) -> float:

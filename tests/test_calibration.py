@@ -10,9 +10,9 @@ from scipy.stats import norm
 
 from adwm.config import load_config
 from adwm.data.schema import Episode, StepRecord
-from adwm.evaluate import behaviour_policies
-from adwm.evaluation.calibration import check_calibration, fit_calibration, logged_values
-from adwm.policies.llm import PolicyConfig
+from adwm.policies.config import PolicyConfig
+from adwm.simulation.calibration import check_calibration, fit_calibration, logged_values
+from adwm.stages.evaluate import behaviour_policies
 
 
 def episode(policy: str, rewards: list[float]) -> Episode:

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adwm.data.collect import BehaviourEntry, CollectConfig, collect
 from adwm.data.schema import LogFormatError, read_episodes
 from adwm.envs import EnvConfig
-from adwm.policies.llm import PolicyConfig
+from adwm.policies.config import PolicyConfig
+from adwm.stages.collect import BehaviourEntry, CollectConfig, collect
 
 
 def uniform_cfg(out: Path, n: int) -> CollectConfig:

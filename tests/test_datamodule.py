@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from adwm.data.collect import BehaviourEntry, CollectConfig, collect
 from adwm.data.datamodule import DataConfig, TrajectoryDataModule
 from adwm.data.schema import LogFormatError, read_episodes
 from adwm.envs import EnvConfig
-from adwm.policies.llm import PolicyConfig
+from adwm.policies.config import PolicyConfig
+from adwm.stages.collect import BehaviourEntry, CollectConfig, collect
 
 
 @pytest.fixture(scope="module")

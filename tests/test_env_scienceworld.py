@@ -11,13 +11,13 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from adwm.data.collect import BehaviourEntry, CollectConfig, collect
-from adwm.data.rollout import EpisodeJob, run_episodes
+from adwm.data.play import EpisodeJob, run_episodes
 from adwm.data.schema import read_episodes
 from adwm.envs import EnvConfig, make_env
 from adwm.envs.base import OnDemandActions
 from adwm.policies.base import AgentState, Policy
-from adwm.policies.llm import PolicyConfig
+from adwm.policies.config import PolicyConfig
+from adwm.stages.collect import BehaviourEntry, CollectConfig, collect
 
 pytest.importorskip("scienceworld")
 if shutil.which("java") is None:  # .ci/run installs a JRE; a bare machine skips with the reason

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from adwm.cli import main
-from adwm.grid import _phases, expand, load_spec
+from adwm.sweeps.grid import _phases, expand, load_spec
 
 ESTIMATORS = ["adwm", "adwm_sim", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
 
@@ -133,7 +133,7 @@ def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
     assert len(metrics) == 2 * len(ESTIMATORS) and "regret_at_3" in metrics[0]
     for name in ("spearman.png", "scatter_a.png", "scatter_b.png"):
         assert (out / name).stat().st_size > 1000
-    assert json.loads((out / "b" / "seed0" / "quickstart" / "summary.json").read_text())["seed"] == 0
+    assert json.loads((out / "runs" / "b-seed0" / "quickstart" / "summary.json").read_text())["seed"] == 0
 
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent

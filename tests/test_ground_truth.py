@@ -10,7 +10,7 @@ import pytest
 from adwm.envs import EnvConfig
 from adwm.evaluation.family import FamilyConfig, family_policies
 from adwm.evaluation.ground_truth import GroundTruthConfig, ground_truth
-from adwm.policies.llm import PolicyConfig
+from adwm.policies.config import PolicyConfig
 
 
 def test_family_names_and_validation():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import matplotlib
 
-from adwm.report import write_csv
+from adwm.sweeps.report import write_csv
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "results.ipynb"
 

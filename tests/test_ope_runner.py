@@ -23,10 +23,11 @@ from adwm.ope.logged import (
     policy_distributions,
     writing_log_probs,
 )
-from adwm.ope.runner import run_baselines
 from adwm.policies.base import AgentState
+from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
-from adwm.policies.llm import LLMPolicy, PolicyConfig
+from adwm.policies.llm import LLMPolicy
+from adwm.stages.ope import run_baselines
 
 
 def _overrides(tmp_path, lm: str) -> list[str]:

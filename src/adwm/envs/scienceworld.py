@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adwm.atomic import atomic_write_json
 from adwm.envs.base import EnvCrashed, OnDemandActions, Reset, Step
+from adwm.runtime.atomic import atomic_write_json
 
 SPLITS = ("train", "dev", "test")
 PARTS = ("result", "look", "inventory")

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adwm.atomic import atomic_write_json
 from adwm.envs.base import Reset, Step
+from adwm.runtime.atomic import atomic_write_json
 
 CHALLENGES = ("tw-cooking", "custom")
 PARTS = ("feedback", "description", "inventory")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from adwm.policies.llm import PolicyConfig
+from adwm.policies.config import PolicyConfig
 
 
 @dataclass

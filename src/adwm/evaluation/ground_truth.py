@@ -19,15 +19,16 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from adwm.atomic import update_json
-from adwm.data.rollout import EpisodeJob, run_episodes
+from adwm.data.play import EpisodeJob, run_episodes
 from adwm.data.schema import Episode
 from adwm.envs.registry import EnvConfig, env_signature, make_env
 from adwm.evaluation.family import family_policies
-from adwm.parallel import run_jobs
+from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
-from adwm.policies.llm import PolicyConfig
 from adwm.policies.loading import model_fingerprint
+from adwm.runtime.atomic import update_json
+from adwm.runtime.cache import entry_matches
+from adwm.runtime.parallel import run_jobs
 
 
 @dataclass
@@ -63,8 +64,7 @@ def ground_truth(
             "policy": asdict(pcfg),
             "weights": model_fingerprint(pcfg.model),
         }
-        prev = results.get(pcfg.name)
-        if prev is not None and prev.get("settings") == settings:
+        if entry_matches(results.get(pcfg.name), settings):
             continue
         start = time.time()
         policy = build_policy(pcfg, f"family policy '{pcfg.name}'")
@@ -98,7 +98,7 @@ def measure_policy(cfg: DictConfig, name: str) -> None:
 
 
 def ground_truth_in_workers(cfg: DictConfig, workers: int, also: list | None = None) -> dict[str, dict]:
-    """`ground_truth` of the family with one job per policy in `workers` processes (adwm.parallel), after
+    """`ground_truth` of the family with one job per policy in `workers` processes (adwm.runtime.parallel), after
     the jobs `also` (e.g. collecting the log, which needs the same agents)."""
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     run_jobs([*(also or []), *((f"ground truth {p.name}", measure_policy, (cfg, p.name)) for p in family)], workers)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from adwm.evaluation.bootstrap import mean_interval
+
 
 def _valid(j_true: np.ndarray, j_hat: np.ndarray) -> bool:
     return bool(np.all(np.isfinite(j_hat)) and np.ptp(j_hat) > 0 and np.ptp(j_true) > 0 and len(j_true) >= 2)
@@ -92,8 +94,6 @@ def mean_ci(values, n_boot: int = 2000, level: float = 0.95, seed: int = 0, unit
     out |= {"n_boot": n_boot, "unit": unit}
     if len(ok) == 0:
         return out
-    boot = np.random.default_rng(seed).choice(ok, size=(n_boot, len(ok)), replace=True).mean(axis=1)
-    alpha = 1 - level
     out["mean"] = float(ok.mean())
-    out["low"], out["high"] = (float(x) for x in np.quantile(boot, [alpha / 2, 1 - alpha / 2]))
+    out["low"], out["high"] = mean_interval(ok, n_boot, level, seed)
     return out

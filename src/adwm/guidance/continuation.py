@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from adwm.policies.base import AgentState
-from adwm.policies.distribution import action_log_probs
+from adwm.policies.sampling import action_log_probs
 from adwm.policies.wrappers import eps_mixture
 
 

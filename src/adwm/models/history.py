@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
@@ -61,3 +63,36 @@ class HistoryEncoder(nn.Module):
         causal = torch.triu(torch.ones(w + 1, w + 1, dtype=torch.bool, device=z.device), 1)
         h = self.transformer(x, mask=causal)
         return self.norm(h[:, -1])  # windows are left-padded: the last position is o_t
+
+
+@dataclass
+class Window:
+    """The simulated history h_t as the world model reads it: the last W latents (left-padded), the
+    action before each, which positions are real, and the task latent."""
+
+    z: torch.Tensor  # (B, W, L, d)
+    prev_a: torch.Tensor  # (B, W, d_a): a_{k-1} of window position k (position 0: none)
+    mask: torch.Tensor  # (B, W) bool
+    task: torch.Tensor  # (B, L, d)
+
+    @classmethod
+    def start(cls, z: torch.Tensor, task: torch.Tensor, window: int, d_action: int) -> Window:
+        """A window holding only the first observation's latent z (B, L, d)."""
+        b = z.size(0)
+        hist = torch.zeros(b, window, *z.shape[1:])
+        hist[:, -1] = z
+        mask = torch.zeros(b, window, dtype=torch.bool)
+        mask[:, -1] = True
+        return cls(hist, torch.zeros(b, window, d_action), mask, task)
+
+    def context(self, wm) -> torch.Tensor:
+        return wm.history(self.z, self.prev_a, self.mask, self.task)  # (B, d_c)
+
+    def shifted(self, z_next: torch.Tensor, a: torch.Tensor) -> Window:
+        """The window after action a (B, d_a) led to z_next (B, L, d)."""
+        return Window(
+            torch.cat([self.z[:, 1:], z_next[:, None]], dim=1),
+            torch.cat([torch.zeros_like(self.prev_a[:, :1]), self.prev_a[:, 2:], a[:, None]], dim=1),
+            torch.cat([self.mask[:, 1:], torch.ones_like(self.mask[:, :1])], dim=1),
+            self.task,
+        )

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import logsumexp
 
+from adwm.evaluation.bootstrap import percentile_interval, resample_counts
+
 LOG_MAX = float(np.log(np.finfo(np.float64).max))  # exp() of more overflows
 
 
@@ -188,16 +190,13 @@ class Estimator:
         stay fixed across resamples (refitting per resample would multiply the cost by n_boot)."""
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"interval: alpha must lie in (0, 1), got {alpha}")
-        rng = np.random.default_rng(seed)
-        counts = rng.multinomial(data.n, np.full(data.n, 1.0 / data.n), size=n_boot)  # (B, N) resampled episodes
-        values = self._values(data, counts)
-        ok = values[np.isfinite(values)]
-        lo, hi = np.quantile(ok, [alpha / 2, 1 - alpha / 2]) if len(ok) else (np.nan, np.nan)
+        counts = resample_counts(data.n, n_boot, seed)  # (B, N) resampled episodes
+        lo, hi, undefined = percentile_interval(self._values(data, counts), 1 - alpha)
         return {
-            "low": float(lo),
-            "high": float(hi),
+            "low": lo,
+            "high": hi,
             "level": 1 - alpha,
             "n_boot": n_boot,
-            "n_undefined": int(n_boot - len(ok)),
+            "n_undefined": undefined,
             "unit": "episode",
         }

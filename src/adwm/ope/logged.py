@@ -24,15 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
-from adwm.atomic import atomic_write_bytes
 from adwm.data.schema import Episode
 from adwm.ope.base import OPEData
 from adwm.policies.base import AgentState, Policy, UniformPolicy
-from adwm.policies.distribution import uses_model
-from adwm.policies.llm import LLMPolicy, PolicyConfig, scores_to_log_probs
+from adwm.policies.config import PolicyConfig
+from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
 from adwm.policies.prompt import render_prompt
+from adwm.policies.sampling import log_probs_np, uses_model
 from adwm.policies.wrappers import EpsilonGreedy, eps_mixture
+from adwm.runtime.atomic import atomic_write_bytes
 
 
 def logged_states(episodes: Sequence[Episode]) -> list[AgentState]:
@@ -166,7 +167,7 @@ def writing_log_probs(
 def policy_distributions(pcfg: PolicyConfig, states: Sequence[AgentState], cache: ScoreCache) -> list[np.ndarray]:
     """The evaluated policy's log-probabilities over each logged state's admissible actions."""
     if uses_model(pcfg):
-        base: Policy = _Fixed(pcfg.name, [scores_to_log_probs(s, pcfg.temperature) for s in cache.scores(pcfg, states)])
+        base: Policy = _Fixed(pcfg.name, [log_probs_np(s, pcfg.temperature) for s in cache.scores(pcfg, states)])
     else:
         base = UniformPolicy(pcfg.name)
     return EpsilonGreedy(base, pcfg.eps if pcfg.kind == "llm" else 0.0, name=pcfg.name).log_distributions(states)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from adwm.policies.base import Policy, UniformPolicy
-from adwm.policies.llm import LLMPolicy, PolicyConfig
+from adwm.policies.config import PolicyConfig
+from adwm.policies.llm import LLMPolicy
 from adwm.policies.wrappers import EpsilonGreedy
 
 POLICY_KINDS = ("llm", "uniform")

@@ -13,44 +13,16 @@ that text (0 / -inf under greedy decoding).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from adwm.policies.base import AgentState, Policy
+from adwm.policies.config import PolicyConfig
 from adwm.policies.loading import load_causal_lm
-from adwm.policies.prompt import DEFAULT_TEMPLATE, render_prompt
+from adwm.policies.prompt import render_prompt
+from adwm.policies.sampling import log_probs_np
 from adwm.policies.scoring import sample_continuations, score_continuations
-
-
-@dataclass
-class PolicyConfig:
-    name: str = "agent"  # id written to episode logs and result tables; unique per run
-    kind: str = "llm"  # llm | uniform
-    model: str = ""  # Hugging Face name or local directory (save_pretrained)
-    tokenizer: str | None = None  # defaults to `model`
-    gguf_file: str | None = None  # file inside `model` for GGUF checkpoints (needs the gguf package)
-    trust_remote_code: bool = False  # off: never run code shipped with a checkpoint unless asked
-    mode: str = "score"  # score: rank admissible actions; generate: write free-form actions
-    temperature: float = 1.0  # sampling temperature over action scores (0 = greedy)
-    eps: float = 0.0  # epsilon-greedy mixing with a uniform admissible action
-    history_turns: int = 1  # past (observation, action) turns in the prompt; builtin states are Markov
-    prompt_template: str = DEFAULT_TEMPLATE  # fields: {task} {history} {observation}
-    action_suffix: str = "\n"  # ends every action, so a prefix of a longer action is not favoured
-    max_new_tokens: int = 24  # generate mode budget
-    dtype: str = "float32"
-    device: str = "cpu"
-    batch_states: int = 64  # states per forward pass; bounds memory
-
-
-def scores_to_log_probs(scores: np.ndarray, temperature: float) -> np.ndarray:
-    """The score-mode sampling rule: log softmax(scores / T); uniform over the argmax set at T = 0."""
-    if temperature == 0:
-        best = scores == scores.max()
-        return np.where(best, -np.log(best.sum()), -np.inf)
-    z = scores / temperature
-    return z - np.logaddexp.reduce(z)
 
 
 class LLMPolicy(Policy):
@@ -99,7 +71,7 @@ class LLMPolicy(Policy):
         return [self._softmax(sc) for sc in self.action_scores(states)]
 
     def _softmax(self, scores: np.ndarray) -> np.ndarray:
-        return scores_to_log_probs(scores, self.cfg.temperature)
+        return log_probs_np(scores, self.cfg.temperature)
 
     # -- generate mode -----------------------------------------------------------
     def _generates(self, state: AgentState) -> bool:

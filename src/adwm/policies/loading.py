@@ -10,26 +10,11 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
+from adwm.runtime.hub import check_model_source
+
 hf_logging.disable_progress_bar()  # one bar per checkpoint load drowns the command's own progress lines
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def _is_local_path(name: str) -> bool:
-    """A hub name is `org/model`; anything rooted, deeper, or under an existing folder is a path."""
-    if name.startswith((".", "/", "~")) or name.count("/") >= 2:
-        return True
-    return "/" in name and Path(name.split("/")[0]).is_dir()
-
-
-def check_model_source(model: str, where: str) -> None:
-    """Fail early, naming the config key, for an empty name or a missing local path."""
-    if not model:
-        raise ValueError(f"{where}: no model given (expected a local directory or a Hugging Face name)")
-    if _is_local_path(model) and not Path(model).expanduser().exists():
-        raise FileNotFoundError(
-            f"{where}: model path '{model}' does not exist (expected a directory saved with save_pretrained)"
-        )
 
 
 def load_causal_lm(

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from tokenizers.processors import TemplateProcessing
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-PAD, BOS, EOS = "<pad>", "<s>", "</s>"
+from adwm.encoders.tokenizer import BOS, EOS, PAD, train_tokenizer  # noqa: F401  (re-exported for agents)
 
 
 @dataclass
@@ -20,22 +17,6 @@ class TinyModelConfig:
     num_layers: int = 4  # ~2M parameters: a few ms per forward pass on 2 CPU cores
     num_heads: int = 4
     max_positions: int = 512  # longest prompt plus action, with room to spare
-
-
-def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """Byte-level BPE trained on environment text; prepends <s> to every encoded text."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        min_frequency=2,
-        special_tokens=[PAD, BOS, EOS],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(texts, trainer)
-    tok.post_processor = TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, tok.token_to_id(BOS))])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD)
 
 
 def make_tiny_llama(cfg: TinyModelConfig, tokenizer: PreTrainedTokenizerFast) -> LlamaForCausalLM:

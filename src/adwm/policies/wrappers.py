@@ -1,4 +1,4 @@
-"""Policy wrappers: epsilon-greedy mixing with a uniform choice."""
+"""Policy wrappers: epsilon-greedy mixing with a uniform choice (the mixture of `policies/sampling.py`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from adwm.policies.base import AgentState, Policy, require_admissible
+from adwm.policies.sampling import mix_uniform_np
 
 
 class EpsilonGreedy(Policy):
@@ -29,10 +30,7 @@ class EpsilonGreedy(Policy):
         if self.eps == 1.0:
             return uniform
         base = self.base.log_distributions(states)
-        if self.eps == 0.0:
-            return base
-        log_eps, log_keep = np.log(self.eps), np.log1p(-self.eps)
-        return [np.logaddexp(log_keep + b, log_eps + u) for b, u in zip(base, uniform)]
+        return [mix_uniform_np(b, u, self.eps) for b, u in zip(base, uniform)]
 
     def generates(self, state: AgentState) -> bool:
         return self.base.generates(state)
@@ -67,4 +65,4 @@ def eps_mixture(base, states: Sequence[AgentState], actions: Sequence[str], eps:
     uniform = np.array([-np.log(len(s.admissible)) if a in s.admissible else -np.inf for s, a in zip(states, actions)])
     if eps == 1.0:
         return uniform
-    return np.logaddexp(np.log1p(-eps) + np.asarray(base, dtype=float), np.log(eps) + uniform)
+    return mix_uniform_np(np.asarray(base, dtype=float), uniform, eps)

@@ -9,7 +9,7 @@ take tables (W&B) and always to `<dir>/rollouts_epoch<k>.json`. No projector
 exists while the world model trains, so the agents read the nearest logged
 observation's text (the `ablation.projector=false` reader) unless a
 `reader_for(policy_cfg, module)` factory is given. Its values are the simulated ones,
-uncalibrated (`adwm evaluate` calibrates on the behaviour agents; see adwm.evaluation.calibration).
+uncalibrated (`adwm evaluate` calibrates on the behaviour agents; see adwm.simulation.calibration).
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 
-from adwm.atomic import atomic_write_json
 from adwm.evaluation.metrics import family_metrics
-from adwm.evaluation.readers import NearestTextReader
-from adwm.evaluation.simulate import SimulateConfig, logged_reward_range, logged_starts, simulate
 from adwm.guidance.composed import GuidanceConfig
-from adwm.policies.distribution import uses_model
-from adwm.policies.llm import LLMPolicy, PolicyConfig
+from adwm.policies.config import PolicyConfig
+from adwm.policies.llm import LLMPolicy
+from adwm.policies.sampling import uses_model
+from adwm.runtime.atomic import atomic_write_json
+from adwm.simulation.readers import NearestTextReader
+from adwm.simulation.simulate import SimulateConfig, logged_reward_range, logged_starts, simulate
 
 
 class RolloutEvaluator(L.Callback):

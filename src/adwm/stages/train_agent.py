@@ -8,7 +8,6 @@ into the saved weights so every later stage loads it like any checkpoint.
 from __future__ import annotations
 
 import copy
-import json
 import random
 import time
 import warnings
@@ -21,14 +20,14 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from adwm.atomic import atomic_write_json
 from adwm.envs.registry import EnvConfig, env_signature, make_env
 from adwm.policies.bc import BehaviourCloningModule
 from adwm.policies.bc_data import DemoDataset, gold_demos
-from adwm.policies.llm import PolicyConfig
+from adwm.policies.config import PolicyConfig
 from adwm.policies.loading import load_causal_lm
 from adwm.policies.tiny import TinyModelConfig, make_tiny_llama, train_tokenizer
-from adwm.trainer import LoggerConfig, TrainerConfig, build_logger, build_trainer
+from adwm.runtime.cache import StageRecord
+from adwm.runtime.trainer import LoggerConfig, TrainerConfig, build_logger, build_trainer
 
 
 @dataclass
@@ -99,9 +98,13 @@ def training_signature(agent: AgentConfig, variant: str, env_cfg: EnvConfig, pro
     }
 
 
+def agent_record(path: Path) -> StageRecord:
+    """A trained agent's stage record: its training settings (and facts) beside the saved weights."""
+    return StageRecord(path / "adwm_agent.json", [path / "config.json"])
+
+
 def is_trained(path: Path, signature: dict) -> bool:
-    meta = path / "adwm_agent.json"
-    return meta.is_file() and json.loads(meta.read_text()).get("signature") == signature
+    return agent_record(path).matches(signature)
 
 
 def train_agent(
@@ -158,17 +161,16 @@ def train_agent(
             del model.config.quantization_config
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    meta = {
-        "signature": signature,
-        "train_examples": len(train_ds),
-        "val_examples": len(val_ds),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "trained_parameters": trained,
-        "val_loss": val_metrics["val/loss"],
-        "val_token_acc": val_metrics["val/token_acc"],
-        "seconds": round(time.time() - start, 1),
-    }
-    atomic_write_json(out / "adwm_agent.json", meta)
+    agent_record(out).save(
+        signature,
+        train_examples=len(train_ds),
+        val_examples=len(val_ds),
+        parameters=sum(p.numel() for p in model.parameters()),
+        trained_parameters=trained,
+        val_loss=val_metrics["val/loss"],
+        val_token_acc=val_metrics["val/token_acc"],
+        seconds=round(time.time() - start, 1),
+    )
     return out
 
 

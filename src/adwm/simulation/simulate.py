@@ -17,8 +17,9 @@ import numpy as np
 import torch
 
 from adwm.guidance import GuidanceConfig, guided_eps_fn
-from adwm.policies.distribution import action_log_probs
-from adwm.policies.llm import PolicyConfig
+from adwm.models.history import Window
+from adwm.policies.config import PolicyConfig
+from adwm.policies.sampling import action_log_probs
 
 CANDIDATE_RULES = ("retrieval", "sample", "threshold")
 
@@ -72,39 +73,6 @@ class Start:
     admissible: list[int] | None  # logged-action ids; None: not logged, the world model proposes the set
 
 
-@dataclass
-class Window:
-    """The simulated history h_t as the world model reads it: the last W latents (left-padded), the
-    action before each, which positions are real, and the task latent."""
-
-    z: torch.Tensor  # (B, W, L, d)
-    prev_a: torch.Tensor  # (B, W, d_a): a_{k-1} of window position k (position 0: none)
-    mask: torch.Tensor  # (B, W) bool
-    task: torch.Tensor  # (B, L, d)
-
-    @classmethod
-    def start(cls, z: torch.Tensor, task: torch.Tensor, window: int, d_action: int) -> Window:
-        """A window holding only the first observation's latent z (B, L, d)."""
-        b = z.size(0)
-        hist = torch.zeros(b, window, *z.shape[1:])
-        hist[:, -1] = z
-        mask = torch.zeros(b, window, dtype=torch.bool)
-        mask[:, -1] = True
-        return cls(hist, torch.zeros(b, window, d_action), mask, task)
-
-    def context(self, wm) -> torch.Tensor:
-        return wm.history(self.z, self.prev_a, self.mask, self.task)  # (B, d_c)
-
-    def shifted(self, z_next: torch.Tensor, a: torch.Tensor) -> Window:
-        """The window after action a (B, d_a) led to z_next (B, L, d)."""
-        return Window(
-            torch.cat([self.z[:, 1:], z_next[:, None]], dim=1),
-            torch.cat([torch.zeros_like(self.prev_a[:, :1]), self.prev_a[:, 2:], a[:, None]], dim=1),
-            torch.cat([self.mask[:, 1:], torch.ones_like(self.mask[:, :1])], dim=1),
-            self.task,
-        )
-
-
 def logged_starts(dm) -> list[Start]:
     """First steps of every logged episode (train and validation), with their admissible lists where logged."""
     out = []
@@ -121,14 +89,6 @@ def logged_reward_range(dm) -> tuple[float, float]:
     """The smallest and largest reward of the training log."""
     rewards = [x["reward"] for x in dm.train_items]
     return float(min(rewards)), float(max(rewards))
-
-
-def bootstrap_ci(returns: np.ndarray, resamples: int, level: float, seed: int) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean (resampling unit: one rollout)."""
-    rng = np.random.default_rng(seed)
-    means = returns[rng.integers(0, len(returns), size=(resamples, len(returns)))].mean(1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
 
 
 @torch.no_grad()

@@ -19,13 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from adwm.atomic import atomic_write_json
-from adwm.data.rollout import EpisodeJob, run_episodes
+from adwm.data.play import EpisodeJob, run_episodes
 from adwm.data.schema import Episode, LogFormatError, parse_episode
 from adwm.envs.registry import EnvConfig, env_signature, make_env
+from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
-from adwm.policies.llm import PolicyConfig
 from adwm.policies.loading import model_fingerprint
+from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.cache import StageRecord
 
 
 @dataclass
@@ -84,17 +85,15 @@ def repair_and_scan(path: Path) -> set[int]:
 
 def _check_settings(out: Path, settings: dict) -> None:
     """Refuse to extend a log collected with other settings; record them for a new log."""
-    meta = out.with_name(out.name + ".meta.json")
-    if meta.is_file():
-        old = json.loads(meta.read_text())
-        changed = sorted(k for k in settings.keys() | old.keys() if settings.get(k) != old.get(k))
-        if changed:
-            raise ValueError(
-                f"{out}: this log was collected with other settings ({', '.join(changed)}); "
-                "choose another collect.out or delete the log"
-            )
-    elif not out.exists():
-        atomic_write_json(meta, settings)
+    record = StageRecord(out.with_name(out.name + ".meta.json"))
+    changed = record.changed(settings)
+    if changed:
+        raise ValueError(
+            f"{out}: this log was collected with other settings ({', '.join(changed)}); "
+            "choose another collect.out or delete the log"
+        )
+    if record.load() is None and not out.exists():
+        record.save(settings)
 
 
 def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = True) -> Path:

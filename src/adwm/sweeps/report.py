@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from adwm.atomic import atomic_write_bytes, atomic_write_text
 from adwm.evaluation.metrics import mean_ci
+from adwm.runtime.atomic import atomic_write_bytes, atomic_write_text
 
 TABLE_METRICS = (
     ("spearman", "Spearman", "higher is better"),

@@ -10,7 +10,7 @@ A job is a picklable top-level function and its arguments; workers start fresh
 interpreters (`spawn`), never forked copies of a process that holds torch threads.
 Results come back in job order and an error in a job is raised here, as it would
 be in one process. Jobs that share a results file write it with
-`adwm.atomic.update_json`.
+`adwm.runtime.atomic.update_json`.
 """
 
 from __future__ import annotations

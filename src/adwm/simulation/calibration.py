@@ -34,7 +34,7 @@ from scipy.stats import norm
 
 from adwm.data.schema import Episode
 from adwm.evaluation.ground_truth import summarise
-from adwm.policies.llm import PolicyConfig
+from adwm.policies.config import PolicyConfig
 
 CALIBRATIONS = ("none", "shift", "backbone", "model_share")
 

@@ -16,37 +16,31 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from adwm.atomic import atomic_write_json, update_json
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.data.schema import read_episodes
-from adwm.evaluation.calibration import check_calibration, fit_calibration, logged_values
+from adwm.evaluation.bootstrap import mean_interval
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.metrics import family_metrics
-from adwm.evaluation.readers import NearestTextReader, SoftTokenReader
-from adwm.evaluation.simulate import (
+from adwm.guidance.composed import check_guidance
+from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
+from adwm.models.world_model import WorldModelModule
+from adwm.policies.config import PolicyConfig
+from adwm.policies.llm import LLMPolicy
+from adwm.policies.loading import model_fingerprint
+from adwm.policies.sampling import uses_model
+from adwm.runtime.atomic import atomic_write_json, update_json
+from adwm.runtime.cache import entry_matches
+from adwm.runtime.parallel import run_jobs
+from adwm.simulation.calibration import check_calibration, fit_calibration, logged_values
+from adwm.simulation.readers import NearestTextReader, SoftTokenReader
+from adwm.simulation.simulate import (
     SimulateConfig,
-    bootstrap_ci,
     check_candidates,
     logged_reward_range,
     logged_starts,
     simulate,
 )
-from adwm.guidance.composed import check_guidance
-from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
-from adwm.models.world_model import WorldModelModule
-from adwm.parallel import run_jobs
-from adwm.policies.distribution import uses_model
-from adwm.policies.llm import LLMPolicy, PolicyConfig
-from adwm.policies.loading import model_fingerprint
-from adwm.project import load_projector, project
-
-to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports from here
-
-
-@dataclass
-class AblationConfig:
-    projector: bool = True  # false: the agent reads the text of the nearest logged observation
-    joint_encoder: bool = True  # false: the encoder stays frozen during `adwm fit`
+from adwm.stages.project import load_projector, project
 
 
 @dataclass
@@ -56,7 +50,7 @@ class EvaluateConfig:
     ground_truth: str = "${ground_truth.out}"  # read when it exists: metrics against the true values
     simulate: SimulateConfig = field(default_factory=SimulateConfig)
     tail: TailConfig = field(default_factory=TailConfig)
-    # Behaviour calibration (adwm.evaluation.calibration): the behaviour agents of `collect.behaviour` are
+    # Behaviour calibration (adwm.simulation.calibration): the behaviour agents of `collect.behaviour` are
     # simulated too, and J_hat = J_hat_sim + their gaps (logged - simulated value). `backbone` uses the gaps
     # of the agents on the policy's checkpoint and gives the uniform share eps the mean gap of all agents;
     # `model_share` puts each agent's gap down to its model share (1 - eps) and leaves the uniform share
@@ -70,7 +64,11 @@ class EvaluateConfig:
 def estimate_policy(
     cfg: DictConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig, cache: dict | None = None
 ) -> dict:
-    ecfg, guidance, ablation = to_object(cfg.evaluate), to_object(cfg.guidance), to_object(cfg.ablation)
+    ecfg, guidance, ablation = (
+        OmegaConf.to_object(cfg.evaluate),
+        OmegaConf.to_object(cfg.guidance),
+        OmegaConf.to_object(cfg.ablation),
+    )
     start = time.time()
     reader, llm = None, None
     if uses_model(pcfg):
@@ -97,7 +95,7 @@ def estimate_policy(
         continuation,
         reward_range=logged_reward_range(dm),
     )
-    lo, hi = bootstrap_ci(returns, ecfg.simulate.ci_resamples, ecfg.simulate.ci_level, cfg.seed)
+    lo, hi = mean_interval(returns, ecfg.simulate.ci_resamples, ecfg.simulate.ci_level, cfg.seed)  # unit: rollout
     return {
         "J_hat_sim": float(returns.mean()),  # simulated; evaluate() adds the calibration's J_hat
         "ci_sim": [lo, hi],
@@ -124,7 +122,7 @@ def _policy_settings(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, pcfg:
 def behaviour_policies(cfg: DictConfig, logged: dict[str, dict], log: str) -> list[PolicyConfig]:
     """The behaviour agents of `collect.behaviour`, each checked to have episodes in the log."""
     out = []
-    for k, entry in enumerate(to_object(cfg.collect).behaviour):
+    for k, entry in enumerate(OmegaConf.to_object(cfg.collect).behaviour):
         if entry.policy.name not in logged:
             raise ValueError(
                 f"collect.behaviour[{k}].policy.name: no episodes of '{entry.policy.name}' in the log "
@@ -137,10 +135,10 @@ def behaviour_policies(cfg: DictConfig, logged: dict[str, dict], log: str) -> li
 
 def _policies(cfg: DictConfig, ecfg: EvaluateConfig) -> tuple[list, list, dict]:
     """The family, the behaviour agents to simulate for the calibration, and their logged values."""
-    family = family_policies(to_object(cfg.policy), to_object(cfg.family))
+    family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     logged, behaviour = {}, []
     if ecfg.calibration != "none":
-        log = to_object(cfg.data).log
+        log = OmegaConf.to_object(cfg.data).log
         logged = logged_values(read_episodes(log), cfg.env.gamma)
         behaviour = behaviour_policies(cfg, logged, log)
     return family, behaviour, logged
@@ -158,7 +156,7 @@ def _world_model_path(ecfg: EvaluateConfig) -> Path:
 def _check(ecfg: EvaluateConfig, cfg: DictConfig) -> Path:
     """Named errors before any model is loaded; returns the world model's path."""
     wm_path = _world_model_path(ecfg)
-    check_guidance(to_object(cfg.guidance))
+    check_guidance(OmegaConf.to_object(cfg.guidance))
     check_candidates(ecfg.simulate)
     check_calibration(ecfg.calibration)
     return wm_path
@@ -170,7 +168,7 @@ _LOADED: dict = {}  # this process's world model, data and agents' score cache, 
 def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
     key = (str(wm_path), wm_path.stat().st_mtime_ns, json.dumps(OmegaConf.to_container(cfg.data)), cfg.seed)
     if _LOADED.get("key") != key:
-        dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
+        dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed)
         dm.setup()
         wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu").eval()
         _LOADED.clear()
@@ -179,8 +177,7 @@ def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
 
 
 def _simulated(results: dict, group: str, pcfg: PolicyConfig, settings: dict) -> bool:
-    done = results.get(group, {}).get(pcfg.name, {})
-    return done.get("settings") == settings
+    return entry_matches(results.get(group, {}).get(pcfg.name), settings)
 
 
 def _simulate(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, pcfg: PolicyConfig, tag: str) -> None:
@@ -198,7 +195,7 @@ def pending_simulations(cfg: DictConfig) -> list[tuple[str, str]]:
     of each agent backbone comes first: run as worker jobs, each backbone's projector is then trained by
     the worker that reaches it while the others simulate, not waited for. Policies that never read their
     agent come last."""
-    ecfg = to_object(cfg.evaluate)
+    ecfg = OmegaConf.to_object(cfg.evaluate)
     wm_path = _world_model_path(ecfg)
     family, behaviour, _ = _policies(cfg, ecfg)
     out = Path(ecfg.out)
@@ -220,9 +217,9 @@ def pending_simulations(cfg: DictConfig) -> list[tuple[str, str]]:
 
 
 def evaluate_in_workers(cfg: DictConfig, workers: int, also: list | None = None) -> Path:
-    """`evaluate(cfg)` with its pending simulations as jobs of `workers` processes (adwm.parallel), after
+    """`evaluate(cfg)` with its pending simulations as jobs of `workers` processes (adwm.runtime.parallel), after
     the jobs `also` (e.g. the baselines, which need the same world model)."""
-    _check(to_object(cfg.evaluate), cfg)
+    _check(OmegaConf.to_object(cfg.evaluate), cfg)
     jobs = list(also or [])
     jobs += [(f"estimate {name}", simulate_policy, (cfg, group, name)) for group, name in pending_simulations(cfg)]
     run_jobs(jobs, workers)
@@ -231,11 +228,11 @@ def evaluate_in_workers(cfg: DictConfig, workers: int, also: list | None = None)
 
 def simulate_policy(cfg: DictConfig, group: str, name: str) -> None:
     """One simulation of `pending_simulations(cfg)`, as a worker job: `evaluate(cfg)` then finds it done."""
-    ecfg = to_object(cfg.evaluate)
+    ecfg = OmegaConf.to_object(cfg.evaluate)
     if group == "estimates":
-        policies = family_policies(to_object(cfg.policy), to_object(cfg.family))
+        policies = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     else:  # checked against the log by `pending_simulations`; reading the log again per job is not needed
-        policies = [b.policy for b in to_object(cfg.collect).behaviour]
+        policies = [b.policy for b in OmegaConf.to_object(cfg.collect).behaviour]
     pcfg = next(p for p in policies if p.name == name)
     _simulate(cfg, ecfg, _world_model_path(ecfg), group, pcfg, f"{group} {name}")
 
@@ -244,7 +241,7 @@ def evaluate(cfg: DictConfig) -> Path:
     """Estimate every policy of the family (and, to calibrate, the behaviour agents); returns the path of the
     estimates JSON. Simulations finished earlier with the same settings (by a previous run or by worker
     processes running `simulate_policy`) are reused."""
-    ecfg = to_object(cfg.evaluate)
+    ecfg = OmegaConf.to_object(cfg.evaluate)
     wm_path = _check(ecfg, cfg)
     family, behaviour, logged = _policies(cfg, ecfg)
     out = Path(ecfg.out)

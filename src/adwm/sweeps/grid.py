@@ -27,7 +27,6 @@ import hashlib
 import itertools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -38,19 +37,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from adwm.atomic import atomic_write_json, atomic_write_text
-from adwm.report import (
-    TABLE_METRICS,
-    aggregate,
-    estimate_rows,
-    estimates_table,
-    metric_rows,
-    metrics_table,
-    plot_metric,
-    plot_scatter,
-    timing_table,
-    write_csv,
-)
+from adwm.runtime.cache import StageRecord
+from adwm.sweeps.tables import write_report
 
 
 @dataclass
@@ -64,6 +52,8 @@ class GridSpec:
     report: str | None = None  # a copy of the table (e.g. docs/results/<env>.md)
     ci_resamples: int = 2000
     ci_level: float = 0.95
+    title: str | None = None  # the table's heading (default: Grid `<name>`)
+    command: str | None = None  # the command that regenerates the table, quoted in it (default: adwm grid <name>)
 
 
 @dataclass
@@ -142,9 +132,13 @@ def expand(spec: GridSpec) -> list[Run]:
     return runs
 
 
+def _record(run: Run) -> StageRecord:
+    """A grid run's stage record: the overrides it ran with, beside its summary."""
+    return StageRecord(run.root / "grid_run.json", [run.root / "quickstart" / "summary.json"])
+
+
 def _finished(run: Run) -> bool:
-    done = run.root / "grid_run.json"
-    return done.is_file() and json.loads(done.read_text()).get("overrides") == run.overrides
+    return _record(run).matches(run.overrides)
 
 
 def _execute(run: Run, spec: GridSpec) -> dict:
@@ -165,8 +159,8 @@ def _execute(run: Run, spec: GridSpec) -> dict:
         raise RuntimeError(f"grid run {run.id} failed (exit {proc.returncode}); see {run.root / 'log.txt'}")
     summary = json.loads((run.root / "quickstart" / "summary.json").read_text())
     _log_wandb(run, spec, summary)
-    record = {"id": run.id, "labels": run.labels, "overrides": run.overrides, "wall_s": round(time.time() - start, 1)}
-    atomic_write_json(run.root / "grid_run.json", record)
+    record = {"id": run.id, "labels": run.labels, "wall_s": round(time.time() - start, 1)}
+    _record(run).save(run.overrides, **record)
     return record
 
 
@@ -211,14 +205,14 @@ def select(runs: list[Run], only: list[str]) -> list[Run]:
 
 
 def run_grid(
-    path: str | Path, workers: int | None = None, only: list[str] | None = None, report_only: bool = False
+    grid: str | Path | GridSpec, workers: int | None = None, only: list[str] | None = None, report_only: bool = False
 ) -> Path:
-    """Run every missing run of the grid (or those matching `only`), then aggregate; returns the table path.
-    `report_only` aggregates the runs finished so far without starting any."""
-    spec = load_spec(path)
+    """Run every missing run of the grid (a file or a spec; or the runs matching `only`), then aggregate;
+    returns the table path. `report_only` aggregates the runs finished so far without starting any."""
+    spec = grid if isinstance(grid, GridSpec) else load_spec(grid)
     runs = expand(spec)
     if report_only:
-        return write_grid_report(spec, runs)
+        return write_report(spec, runs, [_finished(r) for r in runs])
     chosen = select(runs, only) if only else runs
     todo = [r for r in chosen if not _finished(r)]
     picked = f" ({len(chosen)} selected by --only)" if only else ""
@@ -233,7 +227,7 @@ def run_grid(
             for record in pool.map(lambda r: _execute(r, spec), wave):
                 done += 1
                 print(f"grid [{done}/{len(runs)}] {record['id']} finished in {record['wall_s']} s", file=sys.stderr)
-    return write_grid_report(spec, runs)
+    return write_report(spec, runs, [_finished(r) for r in runs])
 
 
 def _log_wandb(run: Run, spec: GridSpec, summary: dict) -> None:
@@ -260,66 +254,3 @@ def _log_wandb(run: Run, spec: GridSpec, summary: dict) -> None:
             table.add_data(p["name"], est, p["J_true"], v)
     wb.log({"estimates": table})
     wb.finish()
-
-
-def write_grid_report(spec: GridSpec, runs: list[Run]) -> Path:
-    """Tables over the finished runs: ADWM per axis combination, each baseline once (from the first
-    combination, whose world model gives the features of FQE/DR)."""
-    out = Path(spec.out)
-    est_rows, met_rows, timings = [], [], []
-    first_combo = None
-    for r in runs:
-        summary_path = r.root / "quickstart" / "summary.json"
-        if not _finished(r) or not summary_path.is_file():
-            continue
-        summary = json.loads(summary_path.read_text())
-        combo = "/".join(str(v) for k, v in r.labels.items() if k != "seed") or "default"
-        first_combo = first_combo or combo
-        labels = {"variant": combo, "seed": r.labels["seed"]}
-        for row in metric_rows(summary, labels):
-            if row["estimator"].startswith("adwm"):  # adwm and, when calibrated, adwm_sim
-                met_rows.append({**row, "row": f"{row['estimator']} ({combo})"})
-            elif combo == first_combo:
-                met_rows.append({**row, "row": row["estimator"]})
-        est_rows += estimate_rows(summary, labels)
-        timings.append({"cell": combo, "seed": r.labels["seed"], **summary.get("timings_s", {})})
-    if not met_rows:
-        raise RuntimeError(f"grid {spec.name}: no finished runs to report")
-    write_csv(out / "estimates.csv", est_rows)
-    write_csv(out / "metrics.csv", met_rows)
-    met_rows.sort(key=lambda r: not r["row"].startswith("adwm"))  # ADWM's variants first (stable otherwise)
-    agg = aggregate(met_rows, ("row",), spec.ci_resamples, spec.ci_level)
-    seeds = sorted({r["seed"] for r in met_rows})
-    n_done = sum(_finished(r) for r in runs)
-    status = "every run finished" if n_done == len(runs) else f"{n_done} of {len(runs)} runs finished so far"
-    parts = [
-        f"# Grid `{spec.name}`",
-        "",
-        f"Generated by `adwm grid` from the runs under `{spec.out}` ({status}). Mean over seeds {seeds} with a "
-        f"{spec.ci_level:.0%} percentile bootstrap CI ({spec.ci_resamples} resamples; resampling unit: seed). "
-        "ADWM has one row per variant; each baseline is shown once, from the "
-        f"`{first_combo}` runs. A NaN metric is a failure and is counted.",
-        "",
-        metrics_table(agg),
-    ]
-    for m, _, _ in TABLE_METRICS:
-        plot_metric(agg, 0, None, m, out / f"{m}.png")
-    plot_scatter(
-        [r for r in est_rows if r["variant"] == first_combo or r["estimator"].startswith("adwm")],
-        out / "scatter.png",
-        f"J vs J_hat: {spec.name}",
-    )
-    for seed in seeds:
-        rows = [
-            r
-            for r in est_rows
-            if r["seed"] == seed and (r["variant"] == first_combo or r["estimator"].startswith("adwm"))
-        ]
-        parts += ["", f"## J and J_hat, seed {seed}", "", estimates_table(rows)]
-    parts += ["", "## Stage times per run (s)", "", timing_table(timings, "variant")]
-    table = out / "table.md"
-    atomic_write_text(table, "\n".join(parts) + "\n")
-    if spec.report:
-        Path(spec.report).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(table, spec.report)
-    return table

@@ -1,7 +1,7 @@
 """Configuration: a structured OmegaConf schema composed from groups, an experiment and a dotlist.
 
 Composition order (later wins):
-1. the schema defaults below;
+1. the schema defaults (adwm.config.schema);
 2. one file per group, `configs/<group>/<choice>.yaml`, the choice taken from
    `configs/defaults.yaml`, then the experiment's `defaults:`, then `group=choice`
    on the command line;
@@ -17,75 +17,19 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, InterpolationKeyError, OmegaConfBaseException
 
-from adwm.benchmark import BenchmarkConfig
-from adwm.data.collect import CollectConfig
-from adwm.data.datamodule import DataConfig
-from adwm.encoders.base import EncoderConfig
-from adwm.envs.registry import EnvConfig
-from adwm.evaluate import AblationConfig, EvaluateConfig
-from adwm.evaluation.family import FamilyConfig
-from adwm.evaluation.ground_truth import GroundTruthConfig
-from adwm.fit import FitConfig
-from adwm.guidance.composed import GuidanceConfig
-from adwm.models.projector import ProjectorConfig
-from adwm.models.world_model import WorldModelConfig
-from adwm.ope.runner import OPEConfig
-from adwm.policies.llm import PolicyConfig
-from adwm.policies.train_agent import AgentConfig
-from adwm.project import ProjectConfig
-from adwm.trainer import LoggerConfig, TrainerConfig
+from adwm.config.schema import AppConfig
 
 GROUPS = ("env", "agent", "policy", "collect", "family", "ground_truth", "encoder", "trainer", "logger")
 
 
 class ConfigError(ValueError):
     """Invalid configuration; the message names the source, the dotted key and what is expected."""
-
-
-@dataclass
-class RunConfig:
-    root: str = "runs/${experiment}"  # everything an experiment makes lives under here
-    dir: str = "${run.root}/${command}"  # this command's outputs
-    fit: str = "${run.root}/fit"  # the world model's folder; a grid shares it between runs that differ only later
-
-
-@dataclass
-class AppConfig:
-    experiment: str = "default"
-    command: str = "config"
-    seed: int = 0  # seeds training, sampling and data splits; every reported number is reproducible from it
-    # worker processes for a stage's independent jobs (adwm/parallel.py): in `adwm quickstart` (and
-    # `benchmark`) the agents, the log beside the ground-truth policies, the projectors and estimates beside
-    # the baselines; in `adwm ground-truth` and `adwm evaluate` their policies. 0 = one per CPU core,
-    # 1 = every job in this process; each worker runs torch on its share of the cores
-    workers: int = 0
-    run: RunConfig = field(default_factory=RunConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)
-    agent: AgentConfig = field(default_factory=AgentConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)  # the evaluated agent; the eps family is built around it
-    collect: CollectConfig = field(default_factory=CollectConfig)
-    data: DataConfig = field(default_factory=DataConfig)  # logged transitions for world-model training
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)  # observation text -> latent tokens
-    world_model: WorldModelConfig = field(default_factory=WorldModelConfig)
-    fit: FitConfig = field(default_factory=FitConfig)
-    project: ProjectConfig = field(default_factory=ProjectConfig)
-    projector: ProjectorConfig = field(default_factory=ProjectorConfig)  # soft tokens for the evaluated agent
-    guidance: GuidanceConfig = field(default_factory=GuidanceConfig)  # omega, eta of the guided sampler
-    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)  # simulated rollouts, tail value
-    ablation: AblationConfig = field(default_factory=AblationConfig)  # defaults = the full method
-    ope: OPEConfig = field(default_factory=OPEConfig)  # the classic baselines (IS family, DM, DR, FQE)
-    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)  # cells x seeds of `adwm benchmark`
-    family: FamilyConfig = field(default_factory=FamilyConfig)
-    ground_truth: GroundTruthConfig = field(default_factory=GroundTruthConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
 
 
 def _pkg_path(module: str) -> str:
@@ -103,7 +47,7 @@ def _pkg_path(module: str) -> str:
 def config_dir() -> Path:
     """`$ADWM_CONFIG_DIR`, else the repository's `configs/`."""
     env = os.environ.get("ADWM_CONFIG_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "configs"
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "configs"
 
 
 def _choices(group_dir: Path) -> list[str]:

@@ -14,24 +14,23 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from adwm.atomic import atomic_write_json
-from adwm.config import to_object
-from adwm.data.collect import collect, seconds_spent
-from adwm.evaluate import evaluate_in_workers
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth_in_workers
-from adwm.fit import fit, is_fitted
-from adwm.ope.runner import run_baselines
-from adwm.parallel import resolve_workers, run_jobs
-from adwm.policies.train_agent import is_trained, train_agent, training_signature
+from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.parallel import resolve_workers, run_jobs
+from adwm.stages.collect import collect, seconds_spent
+from adwm.stages.evaluate import evaluate_in_workers
+from adwm.stages.fit import fit, is_fitted
+from adwm.stages.ope import run_baselines
+from adwm.stages.train_agent import is_trained, train_agent, training_signature
 
 
 def agent_env(cfg: DictConfig):
     """The environment agents train in: `env` with the `agent.env` keys replaced."""
     if not cfg.agent.env:
-        return to_object(cfg.env)
+        return OmegaConf.to_object(cfg.env)
     try:
-        return to_object(OmegaConf.merge(cfg.env, cfg.agent.env))
+        return OmegaConf.to_object(OmegaConf.merge(cfg.env, cfg.agent.env))
     except Exception as err:  # an unknown key or a wrong type, named by OmegaConf
         raise ValueError(f"agent.env: {err}".splitlines()[0]) from err
 
@@ -39,7 +38,7 @@ def agent_env(cfg: DictConfig):
 def train_agents(cfg: DictConfig, names: list[str], workers: int = 1) -> dict[str, Path]:
     """Train each named variant unless a checkpoint made with the same settings exists (the largest
     first, in `workers` processes)."""
-    agent, env_cfg, prompt = to_object(cfg.agent), agent_env(cfg), to_object(cfg.policy)
+    agent, env_cfg, prompt = OmegaConf.to_object(cfg.agent), agent_env(cfg), OmegaConf.to_object(cfg.policy)
     paths = {name: Path(agent.dir) / name for name in names}
     todo = [n for n in names if not is_trained(paths[n], training_signature(agent, n, env_cfg, prompt, cfg.seed))]
     todo.sort(key=lambda n: -agent.variants[n].steps)
@@ -49,9 +48,18 @@ def train_agents(cfg: DictConfig, names: list[str], workers: int = 1) -> dict[st
 
 def _train_agent(cfg: DictConfig, name: str) -> None:
     print(f"quickstart: training agent {name}", file=sys.stderr)
-    agent, env_cfg, prompt = to_object(cfg.agent), agent_env(cfg), to_object(cfg.policy)
+    agent, env_cfg, prompt = OmegaConf.to_object(cfg.agent), agent_env(cfg), OmegaConf.to_object(cfg.policy)
     hparams = OmegaConf.to_container(cfg)
-    train_agent(agent, name, env_cfg, prompt, to_object(cfg.trainer), to_object(cfg.logger), cfg.seed, hparams)
+    train_agent(
+        agent,
+        name,
+        env_cfg,
+        prompt,
+        OmegaConf.to_object(cfg.trainer),
+        OmegaConf.to_object(cfg.logger),
+        cfg.seed,
+        hparams,
+    )
 
 
 def _job_config(cfg: DictConfig, workers: int) -> DictConfig:
@@ -64,7 +72,7 @@ def _job_config(cfg: DictConfig, workers: int) -> DictConfig:
 
 
 def _collect(cfg: DictConfig) -> Path:
-    return collect(to_object(cfg.collect), to_object(cfg.env), cfg.seed)
+    return collect(OmegaConf.to_object(cfg.collect), OmegaConf.to_object(cfg.env), cfg.seed)
 
 
 def format_table(rows: list[dict]) -> str:
@@ -112,8 +120,8 @@ def stage_seconds(
 
 def quickstart(cfg: DictConfig) -> Path:
     """Run the whole job; returns the path of `summary.json`."""
-    family = family_policies(to_object(cfg.policy), to_object(cfg.family))
-    behaviour = {b.policy.name for b in to_object(cfg.collect).behaviour}
+    family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
+    behaviour = {b.policy.name for b in OmegaConf.to_object(cfg.collect).behaviour}
     clash = sorted(behaviour & {p.name for p in family})
     if clash:
         raise ValueError(

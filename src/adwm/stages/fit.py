@@ -14,14 +14,13 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
-from adwm.atomic import atomic_write_json
 from adwm.data.datamodule import TrajectoryDataModule
-from adwm.models.metrics import set_metrics
-from adwm.models.rollout_heads import RolloutHeadsConfig, refit_transition_heads
 from adwm.models.world_model import PROPOSALS, WorldModelModule
-from adwm.trainer import build_logger, build_trainer, stopped_by_time
-
-to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports FitConfig from here
+from adwm.models.world_model.diagnostics import set_metrics
+from adwm.models.world_model.replay import RolloutHeadsConfig, refit_transition_heads
+from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.cache import StageRecord
+from adwm.runtime.trainer import build_logger, build_trainer, stopped_by_time
 
 
 @dataclass
@@ -105,16 +104,19 @@ def fit_settings(cfg: DictConfig) -> dict:
     }
 
 
+def fit_record(run_dir: str | Path) -> StageRecord:
+    """The fit's stage record: its settings beside the last checkpoint."""
+    return StageRecord(Path(run_dir) / "fit_settings.json", [Path(run_dir) / "checkpoints" / "last.ckpt"])
+
+
 def is_fitted(cfg: DictConfig) -> bool:
     """A finished fit with the same settings exists in run.dir."""
-    meta = Path(cfg.run.dir) / "fit_settings.json"
-    last = Path(cfg.run.dir) / "checkpoints" / "last.ckpt"
-    return last.is_file() and meta.is_file() and json.loads(meta.read_text()) == fit_settings(cfg)
+    return fit_record(cfg.run.dir).matches(fit_settings(cfg))
 
 
 def fit(cfg: DictConfig) -> Path:
     """Train; returns the path of the last checkpoint. Metrics land in <run.dir>/metrics.json."""
-    fcfg = to_object(cfg.fit)
+    fcfg = OmegaConf.to_object(cfg.fit)
     for key in ("max_steps", "encoder_steps"):  # checked before any data or model is loaded
         if getattr(fcfg, key) < 0:
             raise ValueError(f"fit.{key}: expected a number of steps >= 0 (0 = no limit), got {getattr(fcfg, key)}")
@@ -125,7 +127,7 @@ def fit(cfg: DictConfig) -> Path:
     ckpt_dir = run_dir / "checkpoints"
     last = ckpt_dir / "last.ckpt"
     L.seed_everything(cfg.seed, verbose=False)  # weights, CFG dropout, noise draws: reproducible from the seed
-    dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
+    dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed)
     dm.setup()
     if fcfg.resume and last.is_file():
         module = WorldModelModule.load_from_checkpoint(last)
@@ -133,13 +135,14 @@ def fit(cfg: DictConfig) -> Path:
     else:
         # a fresh fit replaces an earlier one in run.dir: its checkpoints (Lightning would save the new
         # last as last-v1.ckpt, and a later fit.resume=true would continue the old fit) and its settings
-        for stale in [*ckpt_dir.glob("*.ckpt"), run_dir / "fit_settings.json"]:
+        for stale in ckpt_dir.glob("*.ckpt"):
             stale.unlink(missing_ok=True)
-        encoder = to_object(cfg.encoder)
+        fit_record(run_dir).clear()
+        encoder = OmegaConf.to_object(cfg.encoder)
         encoder.trainable = encoder.trainable and cfg.ablation.joint_encoder  # the frozen-encoder ablation
         module = WorldModelModule(
             asdict(encoder),
-            asdict(to_object(cfg.world_model)),
+            asdict(OmegaConf.to_object(cfg.world_model)),
             dm.cfg.history,
             dm.actions,
             texts=dm.observations,
@@ -154,9 +157,9 @@ def fit(cfg: DictConfig) -> Path:
     elif fcfg.encoder_share < 1 or fcfg.encoder_steps > 0:
         freezer = FreezeEncoder(fcfg.encoder_share, fcfg.max_minutes, fcfg.encoder_steps)
         callbacks.append(freezer)
-    logger = build_logger(to_object(cfg.logger), run_dir, "fit", OmegaConf.to_container(cfg))
+    logger = build_logger(OmegaConf.to_object(cfg.logger), run_dir, "fit", OmegaConf.to_container(cfg))
     trainer = build_trainer(
-        to_object(cfg.trainer),
+        OmegaConf.to_object(cfg.trainer),
         logger,
         run_dir,
         max_epochs=fcfg.max_epochs,
@@ -191,7 +194,7 @@ def fit(cfg: DictConfig) -> Path:
         if trainer.logger is not None:
             trainer.logger.save()
     trainer.save_checkpoint(last)
-    atomic_write_json(run_dir / "fit_settings.json", fit_settings(cfg))
+    fit_record(run_dir).save(fit_settings(cfg))
     atomic_write_json(
         run_dir / "metrics.json",
         {
@@ -229,17 +232,17 @@ def proposal_metrics(module: WorldModelModule, dm: TrajectoryDataModule) -> dict
 
 def rollout_evaluator(cfg: DictConfig, dm: TrajectoryDataModule, fcfg: FitConfig, run_dir: Path):
     """The RolloutEvaluator of `fit.rollout_eval` for the configured family (true values when measured)."""
-    from adwm.evaluation.callback import RolloutEvaluator
     from adwm.evaluation.family import family_policies
+    from adwm.simulation.callback import RolloutEvaluator
 
-    family = family_policies(to_object(cfg.policy), to_object(cfg.family))
+    family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     truth_path = Path(cfg.ground_truth.out)
     truth = None
     if truth_path.is_file():
         measured = json.loads(truth_path.read_text())
         if all(p.name in measured for p in family):
             truth = {p.name: measured[p.name]["J"] for p in family}
-    sim = dataclasses.replace(to_object(cfg.evaluate.simulate), n_rollouts=fcfg.rollout_n)
+    sim = dataclasses.replace(OmegaConf.to_object(cfg.evaluate.simulate), n_rollouts=fcfg.rollout_n)
     horizon = sim.horizon or cfg.env.max_steps
     return RolloutEvaluator(
         family,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -15,15 +14,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
-from adwm.atomic import atomic_write_json, file_lock
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.models.projector import ProjectorConfig, ProjectorModule
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
-from adwm.trainer import build_logger, build_trainer, stopped_by_time
-
-to_object = OmegaConf.to_object  # not adwm.config.to_object: config.py imports ProjectConfig from here
+from adwm.runtime.atomic import atomic_write_json, file_lock
+from adwm.runtime.cache import StageRecord
+from adwm.runtime.trainer import build_logger, build_trainer, stopped_by_time
 
 
 @dataclass
@@ -77,8 +75,8 @@ def world_model_path(cfg: DictConfig) -> Path:
 
 def project(cfg: DictConfig, policy_cfg=None) -> Path:
     """Train the projector for `policy` (default: cfg.policy) unless one with the same settings exists."""
-    pcfg = policy_cfg if policy_cfg is not None else to_object(cfg.policy)
-    proj_cfg = to_object(cfg.projector)
+    pcfg = policy_cfg if policy_cfg is not None else OmegaConf.to_object(cfg.policy)
+    proj_cfg = OmegaConf.to_object(cfg.projector)
     if proj_cfg.max_steps < 0:  # checked before any model is looked for
         raise ValueError(
             f"projector.max_steps: expected a number of steps >= 0 (0 = no limit), got {proj_cfg.max_steps}"
@@ -96,12 +94,12 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
     }
     if proj_cfg.max_candidates < 0 or proj_cfg.max_candidates == 1:
         raise ValueError(f"projector.max_candidates: expected 0 (all) or at least 2, got {proj_cfg.max_candidates}")
-    meta = out_dir / "settings.json"
+    record = StageRecord(out_dir / "settings.json", [ckpt])
     # worker processes estimating policies of one backbone: the first trains, the others wait and reuse it
     with file_lock(out_dir.with_name(out_dir.name + ".lock")):
-        if not (ckpt.is_file() and meta.is_file() and json.loads(meta.read_text()) == settings):
+        if not record.matches(settings):
             _train(cfg, pcfg, proj_cfg, wm_path, out_dir)
-            atomic_write_json(meta, settings)
+            record.save(settings)
     return ckpt  # or the cached one: same world model, agent backbone and settings
 
 
@@ -111,7 +109,7 @@ def _train(cfg: DictConfig, pcfg, proj_cfg: ProjectorConfig, wm_path: Path, out_
     L.seed_everything(cfg.seed, verbose=False)
     wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu")
     policy = LLMPolicy(pcfg, "policy")
-    dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
+    dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed)
     dm.setup()
     train, val = dm.agent_states("train"), dm.agent_states("val")
     if not train:
@@ -123,9 +121,9 @@ def _train(cfg: DictConfig, pcfg, proj_cfg: ProjectorConfig, wm_path: Path, out_
     train, val = cap_candidates(train, proj_cfg.max_candidates, rng), cap_candidates(val, proj_cfg.max_candidates, rng)
     n, d = wm.encoder.cfg.n_latents, wm.encoder.cfg.d_latent
     module = ProjectorModule(asdict(proj_cfg), (n, d), pcfg.model).attach(wm, policy)
-    logger = build_logger(to_object(cfg.logger), out_dir, "project", OmegaConf.to_container(cfg))
+    logger = build_logger(OmegaConf.to_object(cfg.logger), out_dir, "project", OmegaConf.to_container(cfg))
     trainer = build_trainer(
-        to_object(cfg.trainer),
+        OmegaConf.to_object(cfg.trainer),
         logger,
         out_dir,
         max_epochs=proj_cfg.max_epochs,

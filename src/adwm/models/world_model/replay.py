@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from adwm.evaluation.simulate import Window
+from adwm.models.history import Window
 
 
 @dataclass

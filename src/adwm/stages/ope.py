@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from adwm.atomic import atomic_write_json
 from adwm.data.schema import read_episodes
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.metrics import family_metrics
@@ -39,6 +38,8 @@ from adwm.ope.logged import (
     writing_log_probs,
 )
 from adwm.policies.loading import model_fingerprint
+from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.cache import entry_matches
 
 
 @dataclass
@@ -107,7 +108,7 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
     ctx = None
     for k, pcfg in enumerate(family):
         settings = {**common, "policy": asdict(pcfg), "weights": model_fingerprint(pcfg.model)}
-        if done.get(pcfg.name, {}).get("settings") == settings:
+        if entry_matches(done.get(pcfg.name), settings):
             continue
         if ctx is None:
             models = any(e.requires() is not None for e in estimators)

@@ -1,0 +1,1 @@
+"""adwm: off-policy evaluation of LLM agents with autoregressive diffusion world models."""

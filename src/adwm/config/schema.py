@@ -1,0 +1,93 @@
+"""The configuration schema: one dataclass tree gathered from the stages' own config dataclasses.
+
+`OmegaConf.structured(AppConfig)` validates every key and type at load time (adwm.config.compose); each
+stage's dataclass checks its own values in `__post_init__`, so every command rejects a bad value the
+same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from adwm.data.datamodule import DataConfig
+from adwm.encoders.base import EncoderConfig
+from adwm.envs.registry import EnvConfig
+from adwm.evaluation.family import FamilyConfig
+from adwm.evaluation.ground_truth import GroundTruthConfig
+from adwm.guidance.composed import GuidanceConfig
+from adwm.models.projector import ProjectorConfig
+from adwm.models.world_model import WorldModelConfig
+from adwm.policies.config import PolicyConfig
+from adwm.runtime.trainer import LoggerConfig, TrainerConfig
+from adwm.stages.collect import CollectConfig
+from adwm.stages.evaluate import EvaluateConfig
+from adwm.stages.fit import FitConfig
+from adwm.stages.ope import OPEConfig
+from adwm.stages.project import ProjectConfig
+from adwm.stages.train_agent import AgentConfig
+
+
+@dataclass
+class AblationConfig:
+    """Every ablation flag of the method in one block; the defaults are the full method."""
+
+    projector: bool = True  # false: the agent reads the text of the nearest logged observation
+    joint_encoder: bool = True  # false: the encoder stays frozen during `adwm fit`
+
+
+@dataclass
+class CellConfig:
+    name: str = "builtin"  # column name in the tables; also the cell's folder
+    experiment: str | None = None  # the experiment file this cell composes from (None: the benchmark's own)
+    overrides: list[str] = field(default_factory=list)  # further deltas of this cell: group=choice or a.b=value
+
+
+@dataclass
+class BenchmarkConfig:
+    """`adwm benchmark`: a grid whose axis is the cell (adwm.sweeps.benchmark)."""
+
+    cells: list[CellConfig] = field(default_factory=lambda: [CellConfig()])
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    out: str = "runs/benchmark/${experiment}"
+    ci_resamples: int = 2000  # bootstrap resamples of each metric's mean over seeds (unit: seed)
+    ci_level: float = 0.95
+    report: str | None = None  # also copy the table here (e.g. docs/results/<cell>.md)
+
+
+@dataclass
+class RunConfig:
+    root: str = "runs/${experiment}"  # everything an experiment makes lives under here
+    dir: str = "${run.root}/${command}"  # this command's outputs
+    fit: str = "${run.root}/fit"  # the world model's folder; a grid shares it between runs that differ only later
+
+
+@dataclass
+class AppConfig:
+    experiment: str = "default"
+    command: str = "config"
+    seed: int = 0  # seeds training, sampling and data splits; every reported number is reproducible from it
+    # worker processes for a stage's independent jobs (adwm/parallel.py): in `adwm quickstart` (and
+    # `benchmark`) the agents, the log beside the ground-truth policies, the projectors and estimates beside
+    # the baselines; in `adwm ground-truth` and `adwm evaluate` their policies. 0 = one per CPU core,
+    # 1 = every job in this process; each worker runs torch on its share of the cores
+    workers: int = 0
+    run: RunConfig = field(default_factory=RunConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)  # the evaluated agent; the eps family is built around it
+    collect: CollectConfig = field(default_factory=CollectConfig)
+    data: DataConfig = field(default_factory=DataConfig)  # logged transitions for world-model training
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)  # observation text -> latent tokens
+    world_model: WorldModelConfig = field(default_factory=WorldModelConfig)
+    fit: FitConfig = field(default_factory=FitConfig)
+    project: ProjectConfig = field(default_factory=ProjectConfig)
+    projector: ProjectorConfig = field(default_factory=ProjectorConfig)  # soft tokens for the evaluated agent
+    guidance: GuidanceConfig = field(default_factory=GuidanceConfig)  # omega, eta of the guided sampler
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)  # simulated rollouts, tail value
+    ablation: AblationConfig = field(default_factory=AblationConfig)  # defaults = the full method
+    ope: OPEConfig = field(default_factory=OPEConfig)  # the classic baselines (IS family, DM, DR, FQE)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)  # cells x seeds of `adwm benchmark`
+    family: FamilyConfig = field(default_factory=FamilyConfig)
+    ground_truth: GroundTruthConfig = field(default_factory=GroundTruthConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
