@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+from einops import rearrange
 from torch import nn
 
 
@@ -60,12 +61,11 @@ class Denoiser(nn.Module):
 
     def forward(self, z_t: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         """z_t (B, L, d_z), t (B,), cond (B, d_cond) = [context, action or null] -> (B, L, d_z)."""
-        b = z_t.size(0)
         c = self.cond(torch.cat([cond, timestep_embedding(t, self.cfg.hidden)], dim=-1))  # (B, H)
         if self.cfg.backbone == "mlp":
-            h = self.inp(z_t.reshape(b, -1))
+            h = self.inp(rearrange(z_t, "b l d -> b (l d)"))
             for block in self.blocks:
                 h = block(h, c)
-            return self.out(h).view(b, self.n, self.d)
+            return rearrange(self.out(h), "b (l d) -> b l d", l=self.n, d=self.d)
         tokens = torch.cat([c[:, None], self.inp(z_t)], dim=1) + self.pos  # (B, 1 + L, H)
         return self.out(self.transformer(tokens)[:, 1:])

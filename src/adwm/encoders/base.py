@@ -42,7 +42,7 @@ class TextEncoder(nn.Module):
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
         """What `tokenizer(texts, padding=True, truncation=True, max_length=max_tokens)` gives (input_ids,
         attention_mask), with each distinct text tokenised once: a fit encodes the same observations
-        every step, and tokenising them anew took ~15% of a joint step."""
+        every step, and tokenising them anew is a noticeable share of a joint step."""
         return self._padded(self._token_ids(texts))
 
     def _token_ids(self, texts: list[str]) -> list[list[int]]:

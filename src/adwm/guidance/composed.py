@@ -29,6 +29,9 @@ EpsModel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Ten
 LogC = Callable[[torch.Tensor], torch.Tensor]  # z0_hat (B, L, d) -> log C (B,)
 
 
+GUIDANCE_SPACES = ("x0", "score")
+
+
 @dataclass
 class GuidanceConfig:
     omega: float = 1.0  # action-posterior guidance: 1 = plain conditional, 0 = ignores the action
@@ -39,13 +42,19 @@ class GuidanceConfig:
     # "score" to the score (scaled by sqrt(1 - abar_t), so nearly nothing on the last, low-noise steps)
     space: str = "x0"
 
-
-GUIDANCE_SPACES = ("x0", "score")
+    def __post_init__(self) -> None:
+        if self.space not in GUIDANCE_SPACES:
+            raise ValueError(f"guidance.space: unknown space '{self.space}'; choose from {list(GUIDANCE_SPACES)}")
+        for key in ("omega", "eta", "clip"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"guidance.{key}: expected >= 0, got {getattr(self, key)}")
+        if self.steps < 0:
+            raise ValueError(f"guidance.steps: expected a number of reverse steps >= 0, got {self.steps}")
 
 
 def check_guidance(cfg: GuidanceConfig) -> None:
-    if cfg.space not in GUIDANCE_SPACES:
-        raise ValueError(f"guidance.space: unknown space '{cfg.space}'; choose from {list(GUIDANCE_SPACES)}")
+    """Re-run the checks of a config built without them (e.g. changed after construction)."""
+    cfg.__post_init__()
 
 
 def guided_eps_fn(

@@ -11,6 +11,7 @@ training.
 from __future__ import annotations
 
 import torch
+from einops import rearrange
 from torch import nn
 
 
@@ -23,8 +24,8 @@ def _mlp(d_in: int, d_out: int, hidden: int) -> nn.Sequential:
 class DotScorer(nn.Module):
     """Logit of every (state, action) pair: f(x) . g(a) + b.
 
-    Measured: this bilinear form fits a batch's admissible sets exactly within 200 steps, while an
-    additive pair MLP w . GELU(f(x) + g(a)) plateaued at predicting only the always-present actions.
+    A bilinear form fits a batch's admissible sets exactly, where an additive pair MLP
+    w . GELU(f(x) + g(a)) plateaued at predicting only the always-present actions.
     """
 
     def __init__(self, d_x: int, d_action: int, hidden: int, n_parts: int = 1) -> None:
@@ -69,12 +70,12 @@ class Heads(nn.Module):
 
     def transition(self, z_next: torch.Tensor, c: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Reward and termination logit of (h_t, a_t) -> z_{t+1}; z_next (B, L, d_z) -> (B,), (B,)."""
-        x = torch.cat([z_next.flatten(1), c, a], dim=-1)
+        x = torch.cat([rearrange(z_next, "b l d -> b (l d)"), c, a], dim=-1)
         return self.reward(x).squeeze(-1), self.termination(x).squeeze(-1)
 
     def action_posterior(self, z_next: torch.Tensor, c: torch.Tensor, vocab: torch.Tensor) -> torch.Tensor:
         """Logits of P(a | z_{t+1}, h_t) over `vocab` (V, d_a) embeddings -> (B, V)."""
-        return self.posterior(torch.cat([z_next.flatten(1), c], dim=-1)) @ vocab.T
+        return self.posterior(torch.cat([rearrange(z_next, "b l d -> b (l d)"), c], dim=-1)) @ vocab.T
 
     def behaviour_logits(self, c: torch.Tensor, vocab: torch.Tensor) -> torch.Tensor:
         """Logits of the logged agents' next action P_b(a_t | h_t) over `vocab` -> (B, V): the behaviour

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from einops import rearrange
 from torch import nn
 
 
@@ -51,7 +52,7 @@ class HistoryEncoder(nn.Module):
         """z (B, W, L, d_z), prev_a (B, W, d_a) (zeros where none), mask (B, W) real steps,
         task (B, L, d_z) latent of the task text -> c (B, d_model)."""
         b, w = z.shape[:2]
-        zx = self.z_proj(z.reshape(b, w, -1))  # (B, W, D)
+        zx = self.z_proj(rearrange(z, "b w l d -> b w (l d)"))  # (B, W, D)
         if self.recent_latents > 0:
             pos = torch.arange(w, device=z.device)
             first = mask.float().argmax(1)  # left-padded: the episode's first real position
@@ -59,7 +60,7 @@ class HistoryEncoder(nn.Module):
             zx = torch.where(read[..., None], zx, self.unread)
         x = zx + self.a_proj(prev_a)  # (B, W, D)
         x = torch.where(mask[..., None], x, self.before) + self.pos[-w:]
-        x = torch.cat([(self.task_proj(task.reshape(b, -1)) + self.task_pos)[:, None], x], dim=1)  # (B, 1+W, D)
+        x = torch.cat([(self.task_proj(rearrange(task, "b l d -> b (l d)")) + self.task_pos)[:, None], x], dim=1)  # (B, 1+W, D)
         causal = torch.triu(torch.ones(w + 1, w + 1, dtype=torch.bool, device=z.device), 1)
         h = self.transformer(x, mask=causal)
         return self.norm(h[:, -1])  # windows are left-padded: the last position is o_t

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 import lightning as L
 import torch
+from einops import rearrange
 from torch import nn
 
 from adwm.policies.base import AgentState
@@ -32,23 +33,29 @@ class ProjectorConfig:
     lora_r: int = 8
     lora_alpha: int = 16
     w_kl: float = 1.0  # KL(text-reading || soft-reading) over the candidate actions
-    # cross-entropy of the logged (behaviour) action under soft reading: it grounds the soft tokens, but it
-    # also pulls the soft-reading agent towards the behaviour agents, i.e. every estimate towards the logged
-    # value. Measured on the seed-0 demo world model: with 0.5 the weak agent iter1 (live 0.209) was
-    # estimated at 0.315, above iter3 (live 0.443, J_hat 0.288), Spearman 0.43; with 0.05, 0.233 and 0.88.
+    # cross-entropy of the logged (behaviour) action under soft reading: it grounds the soft tokens but pulls
+    # every estimate towards the logged value, so it is kept small (decisions.md: projector)
     w_ce: float = 0.05
     lr: float = 2e-3
     batch_size: int = 32  # logged states per step
     max_epochs: int = 2
-    # Per agent backbone (the main job trains three). A budget in optimiser steps does the same work on any
-    # machine, so a seed gives the same projector under any load (on 2 cores 50 steps take ~0.4 minutes);
-    # max_minutes only guards against a machine far slower than expected.
+    # Per agent backbone. A budget in optimiser steps does the same work on any machine, so a seed gives the
+    # same projector under any load; max_minutes only guards against a machine far slower than expected.
     max_steps: int = 50  # 0 = no step limit
     max_minutes: float = 2.0
     max_train_states: int = 2000  # distinct logged states sampled for training (0 = all)
     # candidates per state in the distillation (the logged action and a random sample of the rest; 0 = all):
     # the agent scores each twice a step, and ScienceWorld's valid lists hold ~100-1400 (builtin <= 20)
     max_candidates: int = 32
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 0:
+            raise ValueError(f"projector.max_steps: expected a number of steps >= 0 (0 = no limit), got {self.max_steps}")
+        if self.max_candidates < 0 or self.max_candidates == 1:
+            raise ValueError(f"projector.max_candidates: expected 0 (all) or at least 2, got {self.max_candidates}")
+        for key in ("n_tokens", "hidden", "batch_size", "max_epochs"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"projector.{key}: expected >= 1, got {getattr(self, key)}")
 
 
 class Projector(nn.Module):
@@ -68,7 +75,7 @@ class Projector(nn.Module):
         self.gain = nn.Parameter(torch.tensor(float(embed_rms)))
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        out = self.net(z.flatten(1)).view(z.size(0), self.n_tokens, self.d_embed)
+        out = rearrange(self.net(rearrange(z, "b l d -> b (l d)")), "b (m e) -> b m e", m=self.n_tokens, e=self.d_embed)
         return self.norm(out) * self.gain
 
 

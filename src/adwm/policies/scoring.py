@@ -9,11 +9,8 @@ continuation. One forward pass scores |A| candidates at the cost of the prompt
 plus their tokens, with no copy of the prompt's keys and values per candidate,
 and the vocabulary projection runs only where a continuation token is predicted.
 Rows are sorted by width and cut into forward passes of at most PACK_TOKENS
-positions, so little of a pass is padding. Measured on the demo's iter3 agent
-(2 threads), against one prompt pass whose KV cache is index-selected per
-candidate: 64 logged states with 431 candidates, 0.68 s -> 0.21 s; 96
-soft-token prompts and their gradient, 0.98 s -> 0.33 s; one simulated
-estimate (`adwm evaluate`, iter3_eps0.25), 64 s -> 29 s.
+positions, so little of a pass is padding (about 3x faster than one prompt pass
+whose KV cache is copied per candidate; docs/decisions.md: packed scoring).
 """
 
 from __future__ import annotations

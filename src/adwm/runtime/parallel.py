@@ -2,9 +2,8 @@
 
 On a small CPU, one process per core, each running torch on its own share of the
 cores, gets more done than one process using all of them: the models here are
-small, so much of a multi-threaded op is synchronisation. Measured on 2 cores: one
-simulated estimate takes 64 s on 2 threads and 87 s on 1, so two single-thread
-workers finish two estimates in 87 s instead of 128.
+small, so much of a multi-threaded op is synchronisation (docs/decisions.md:
+worker processes).
 
 A job is a picklable top-level function and its arguments; workers start fresh
 interpreters (`spawn`), never forked copies of a process that holds torch threads.

@@ -31,39 +31,40 @@ class SimulateConfig:
     batch_size: int = 256  # rollouts advanced together
     ci_resamples: int = 2000  # bootstrap resamples of the rollout returns
     ci_level: float = 0.95
-    # Replace each sampled latent by the nearest logged one: the agent, the heads and the next history then
-    # read only latents of real observations (sampled ones lie ~4 from the nearest logged latent, whose
-    # neighbours are ~2.6 apart, and rollouts made of them drift). Measured on the three step-budget demo
-    # world models (seeds 0 / 1 / 2): Spearman 0.93 / 0.93 / 0.96 and nRMSE 0.17 / 0.30 / 0.21 (means 0.94,
-    # 0.22) against 0.96 / 0.86 / 0.96 and 0.18 / 0.23 / 0.28 (means 0.93, 0.23) without snapping.
+    # each sampled latent replaced by the nearest logged one, so the agent, the heads and the next history read
+    # only latents of real observations (sampled ones drift off them; decisions.md: snapping)
     snap: bool = True
     max_candidates: int = 64  # cap on a simulated candidate set (0 = none); logged builtin lists hold <= 20
-    # Simulated rewards are clipped to the range of the logged ones: the reward head is a regression that
-    # extrapolates on latents unlike the logged ones. Measured on a seed-0 demo world model: simulating
-    # the uniform policy, 43-61% of per-step rewards were negative (builtin never pays less than 0) and
-    # J_hat was 0.02 against 0.18 live; clipped, 0.15.
+    # simulated rewards clipped to the logged range: the reward head is a regression that extrapolates on
+    # latents unlike the logged ones (decisions.md: reward clipping)
     clip_rewards: bool = True
-    # How simulation proposes the next candidate sets from the edit head: `sample` draws each action with the
-    # head's probability that it is admissible; `threshold` keeps the actions above the cut calibrated to the
-    # logged set size on encoded latents. Measured on a seed-1 demo world model (8-minute fit), iter3 at
-    # eps 0 / eps 1, live 0.476 / 0.172: threshold 0.235 / 0.178 (sets of ~4 actions against 7.2 logged,
-    # the agent's choice often missing), sample 0.370 / 0.207 (sets of 5-7).
-    # `retrieval` takes the logged admissible list of the logged state nearest to the sampled latent (the
-    # world model's bank of encoded logged states). Measured on the seed-0 demo world model, iter3 at eps 0 /
-    # eps 1 (live 0.443 / 0.176): sample 0.265 / 0.113, threshold 0.207 / 0.088, retrieval 0.324 / 0.144.
-    # The edit head's sets drift from what the sampled state allows, so a good agent rarely finds the
-    # action that completes the task (simulated success was near 0 against 46% live).
+    # the next candidate sets: `retrieval` = the logged list of the nearest logged state; `sample` = a draw from
+    # the edit head; `threshold` = the edit head's calibrated cut (decisions.md: candidate sets). A writing
+    # agent also picks among them: the world model only simulates actions of its logged vocabulary.
     candidates: str = "retrieval"
-    # A writing (generate-mode) agent also picks among the candidates, with probability proportional to
-    # exp(score / T) where its score is the log-probability of writing the action: the world model can only
-    # simulate actions from its logged vocabulary.
+
+    def __post_init__(self) -> None:
+        if self.candidates not in CANDIDATE_RULES:
+            raise ValueError(
+                f"evaluate.simulate.candidates: unknown rule '{self.candidates}'; choose from {list(CANDIDATE_RULES)}"
+            )
+        if self.n_rollouts < 1 or self.batch_size < 1 or self.ci_resamples < 1:
+            raise ValueError(
+                "evaluate.simulate: n_rollouts, batch_size and ci_resamples must be at least 1, got "
+                f"{self.n_rollouts}, {self.batch_size}, {self.ci_resamples}"
+            )
+        if self.horizon < 0 or self.max_candidates < 0:
+            raise ValueError(
+                f"evaluate.simulate: horizon and max_candidates must be >= 0 (0 = default / no cap), got "
+                f"{self.horizon}, {self.max_candidates}"
+            )
+        if not 0 < self.ci_level < 1:
+            raise ValueError(f"evaluate.simulate.ci_level: expected a value in (0, 1), got {self.ci_level}")
 
 
 def check_candidates(cfg: SimulateConfig) -> None:
-    if cfg.candidates not in CANDIDATE_RULES:
-        raise ValueError(
-            f"evaluate.simulate.candidates: unknown rule '{cfg.candidates}'; choose from {list(CANDIDATE_RULES)}"
-        )
+    """Re-run the checks of a config changed after construction."""
+    cfg.__post_init__()
 
 
 @dataclass

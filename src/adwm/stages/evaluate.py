@@ -21,7 +21,6 @@ from adwm.data.schema import read_episodes
 from adwm.evaluation.bootstrap import mean_interval
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.metrics import family_metrics
-from adwm.guidance.composed import check_guidance
 from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.config import PolicyConfig
@@ -35,7 +34,6 @@ from adwm.simulation.calibration import check_calibration, fit_calibration, logg
 from adwm.simulation.readers import NearestTextReader, SoftTokenReader
 from adwm.simulation.simulate import (
     SimulateConfig,
-    check_candidates,
     logged_reward_range,
     logged_starts,
     simulate,
@@ -50,15 +48,14 @@ class EvaluateConfig:
     ground_truth: str = "${ground_truth.out}"  # read when it exists: metrics against the true values
     simulate: SimulateConfig = field(default_factory=SimulateConfig)
     tail: TailConfig = field(default_factory=TailConfig)
-    # Behaviour calibration (adwm.simulation.calibration): the behaviour agents of `collect.behaviour` are
-    # simulated too, and J_hat = J_hat_sim + their gaps (logged - simulated value). `backbone` uses the gaps
-    # of the agents on the policy's checkpoint and gives the uniform share eps the mean gap of all agents;
-    # `model_share` puts each agent's gap down to its model share (1 - eps) and leaves the uniform share
-    # uncalibrated; `shift` adds the mean gap to every policy; `none` reports J_hat_sim. Mean nRMSE over eleven
-    # demo world models (seeds 0-3, some fitted two or three times): none 0.262, backbone 0.138, model_share
-    # 0.143; model_share was better on six of them and far worse on two where the simulator over-estimated
-    # every random-acting agent (there the uniform share needs the behaviour agents' gap).
+    # Behaviour calibration (simulation/calibration.py): the behaviour agents of `collect.behaviour` are
+    # simulated too and their gaps (logged - simulated value) correct J_hat: `backbone` per checkpoint,
+    # `model_share` per model share, `shift` the mean gap, `none` reports J_hat_sim. It needs the behaviour
+    # agents themselves, a privilege no baseline has (decisions.md: calibration)
     calibration: str = "backbone"
+
+    def __post_init__(self) -> None:
+        check_calibration(self.calibration)
 
 
 def estimate_policy(
@@ -156,9 +153,7 @@ def _world_model_path(ecfg: EvaluateConfig) -> Path:
 def _check(ecfg: EvaluateConfig, cfg: DictConfig) -> Path:
     """Named errors before any model is loaded; returns the world model's path."""
     wm_path = _world_model_path(ecfg)
-    check_guidance(OmegaConf.to_object(cfg.guidance))
-    check_candidates(ecfg.simulate)
-    check_calibration(ecfg.calibration)
+    OmegaConf.to_object(cfg.guidance)  # its own checks, before any model is loaded
     return wm_path
 
 

@@ -25,20 +25,16 @@ from adwm.runtime.trainer import build_logger, build_trainer, stopped_by_time
 
 @dataclass
 class FitConfig:
-    # The budget is counted in optimiser steps, so a fit does the same work on any machine; the wall-clock
-    # cap only guards against a machine far slower than expected. Whichever limit comes first ends the fit.
-    # Measured on the demo's seed-1 logs (2 cores): 3 minutes gave 721 steps (~170 joint), retrieval top-1
-    # of the next latent among 32 was 0.42 and the action posterior's top-1 0.71; 8 minutes gave 2,166
-    # steps (~450 joint), 0.86 and 0.95. A joint step costs ~0.4 s there, a frozen-encoder step ~0.07 s;
-    # the demo fits 1,400 (350 joint) to stay within its time budget.
+    # The budget is counted in optimiser steps, so a fit does the same work on any machine and a seed gives
+    # the same fit under any load; the wall-clock cap only guards against a machine far slower than expected.
+    # Whichever limit comes first ends the fit (decisions.md: fit budget).
     max_steps: int = 1400  # optimiser steps (0 = no step limit)
     max_epochs: int = 200
-    max_minutes: float = 30.0  # wall-clock cap (the demo's fit takes ~4 on 2 cores); the last checkpoint is kept
+    max_minutes: float = 30.0  # wall-clock cap; the last checkpoint is kept
     resume: bool = False  # continue from <run.dir>/checkpoints/last.ckpt
     checkpoint_every_n_steps: int = 100  # a kill loses at most this many steps
-    # 0: the held-out batches are scored once, after the last step (each pass took ~5 s on the demo, ~1 min
-    # over a fit); N: also after every N epochs. The RolloutEvaluator (`rollout_eval`) runs after those,
-    # so with it 0 means every `rollout_every_n_epochs`.
+    # 0: the held-out batches are scored once, after the last step; N: also after every N epochs. The
+    # RolloutEvaluator (`rollout_eval`) runs after those, so with it 0 means every `rollout_every_n_epochs`.
     val_every_n_epochs: int = 0
     val_batches: int = 32  # held-out batches per validation (0 = all): bounds its cost on large logs
     rollout_eval: bool = False  # RolloutEvaluator: J_hat of the family every n epochs and at the end
@@ -48,12 +44,28 @@ class FitConfig:
     # < 1, the first `encoder_share` of max_minutes if that ends first); then it is frozen, its latents
     # cached, and the rest of the budget trains the dynamics and heads alone, many times faster per step
     # (encoder_share = 1 and encoder_steps = 0: never freeze). A time share makes the fit depend on the
-    # machine's load, so by default only steps count and a seed gives the same fit under any load.
+    # machine's load, so by default only steps count.
     encoder_steps: int = 350
     encoder_share: float = 1.0
     # after training: reward and termination heads refitted on open-loop replays of the logged episodes,
-    # i.e. on sampled latents and histories as simulation gives them (models/rollout_heads.py)
+    # i.e. on sampled latents and histories as simulation gives them (models/world_model/replay.py)
     rollout_heads: RolloutHeadsConfig = field(default_factory=RolloutHeadsConfig)
+
+    def __post_init__(self) -> None:
+        for key in ("max_steps", "encoder_steps"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"fit.{key}: expected a number of steps >= 0 (0 = no limit), got {getattr(self, key)}")
+        if self.val_every_n_epochs < 0:
+            raise ValueError(f"fit.val_every_n_epochs: expected 0 (at the end only) or more, got {self.val_every_n_epochs}")
+        if not 0.0 <= self.encoder_share <= 1.0:
+            raise ValueError(f"fit.encoder_share: expected a value in [0, 1], got {self.encoder_share}")
+        if self.max_minutes <= 0:
+            raise ValueError(f"fit.max_minutes: expected a wall-clock cap > 0, got {self.max_minutes}")
+        for key in ("max_epochs", "checkpoint_every_n_steps", "rollout_every_n_epochs", "rollout_n"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"fit.{key}: expected >= 1, got {getattr(self, key)}")
+        if self.val_batches < 0:
+            raise ValueError(f"fit.val_batches: expected >= 0 (0 = all), got {self.val_batches}")
 
 
 class FreezeEncoder(L.Callback):
@@ -117,11 +129,6 @@ def is_fitted(cfg: DictConfig) -> bool:
 def fit(cfg: DictConfig) -> Path:
     """Train; returns the path of the last checkpoint. Metrics land in <run.dir>/metrics.json."""
     fcfg = OmegaConf.to_object(cfg.fit)
-    for key in ("max_steps", "encoder_steps"):  # checked before any data or model is loaded
-        if getattr(fcfg, key) < 0:
-            raise ValueError(f"fit.{key}: expected a number of steps >= 0 (0 = no limit), got {getattr(fcfg, key)}")
-    if fcfg.val_every_n_epochs < 0:
-        raise ValueError(f"fit.val_every_n_epochs: expected 0 (at the end only) or more, got {fcfg.val_every_n_epochs}")
     val_every = fcfg.val_every_n_epochs or (fcfg.rollout_every_n_epochs if fcfg.rollout_eval else 0)
     run_dir = Path(cfg.run.dir)
     ckpt_dir = run_dir / "checkpoints"

@@ -59,17 +59,18 @@ class OPEConfig:
     out: str = "${run.root}/ope/estimates.json"
     scores: str = "${run.root}/ope/scores"  # cache of the agents' scores of the logged states, per checkpoint
 
-
-def _validate(cfg: OPEConfig) -> None:
-    if cfg.features not in FEATURES:
-        raise ValueError(f"ope.features: unknown feature source '{cfg.features}'; choose from {list(FEATURES)}")
-    if not 0 < cfg.ci_level < 1:
-        raise ValueError(f"ope.ci_level: expected a value in (0, 1), got {cfg.ci_level}")
-    if cfg.ci_resamples < 1 or cfg.max_episodes < 0:
-        raise ValueError("ope.ci_resamples must be >= 1 and ope.max_episodes >= 0")
-    if cfg.written_samples < 1:
-        raise ValueError(f"ope.written_samples: expected >= 1, got {cfg.written_samples}")
-    build_estimators(cfg.estimators, cfg.clip)
+    def __post_init__(self) -> None:
+        if self.features not in FEATURES:
+            raise ValueError(f"ope.features: unknown feature source '{self.features}'; choose from {list(FEATURES)}")
+        if not 0 < self.ci_level < 1:
+            raise ValueError(f"ope.ci_level: expected a value in (0, 1), got {self.ci_level}")
+        if self.ci_resamples < 1 or self.max_episodes < 0:
+            raise ValueError("ope.ci_resamples must be >= 1 and ope.max_episodes >= 0")
+        if self.written_samples < 1:
+            raise ValueError(f"ope.written_samples: expected >= 1, got {self.written_samples}")
+        if self.ridge < 0 or self.fqe_iterations < 0:
+            raise ValueError("ope.ridge and ope.fqe_iterations: expected >= 0")
+        build_estimators(self.estimators, self.clip)  # unknown names and caps fail here
 
 
 def _embedder(cfg: OPEConfig):
@@ -88,7 +89,6 @@ def _embedder(cfg: OPEConfig):
 def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
     """Estimate every policy of the family with every configured baseline; returns the results JSON path."""
     ocfg: OPEConfig = OmegaConf.to_object(cfg.ope)
-    _validate(ocfg)
     estimators = build_estimators(ocfg.estimators, ocfg.clip)
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     behaviour = OmegaConf.to_object(cfg.collect).behaviour

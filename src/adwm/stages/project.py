@@ -77,10 +77,6 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
     """Train the projector for `policy` (default: cfg.policy) unless one with the same settings exists."""
     pcfg = policy_cfg if policy_cfg is not None else OmegaConf.to_object(cfg.policy)
     proj_cfg = OmegaConf.to_object(cfg.projector)
-    if proj_cfg.max_steps < 0:  # checked before any model is looked for
-        raise ValueError(
-            f"projector.max_steps: expected a number of steps >= 0 (0 = no limit), got {proj_cfg.max_steps}"
-        )
     wm_path = world_model_path(cfg)
     out_dir = Path(cfg.project.dir) / backbone_key(pcfg.model)
     ckpt = out_dir / "projector.ckpt"
@@ -92,8 +88,6 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
         "projector": asdict(proj_cfg),
         "seed": cfg.seed,
     }
-    if proj_cfg.max_candidates < 0 or proj_cfg.max_candidates == 1:
-        raise ValueError(f"projector.max_candidates: expected 0 (all) or at least 2, got {proj_cfg.max_candidates}")
     record = StageRecord(out_dir / "settings.json", [ckpt])
     # worker processes estimating policies of one backbone: the first trains, the others wait and reuse it
     with file_lock(out_dir.with_name(out_dir.name + ".lock")):

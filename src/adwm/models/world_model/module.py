@@ -142,7 +142,7 @@ class WorldModelModule(LatentsMixin, CandidatesMixin, L.LightningModule):
         loss, logs, _ = self.model_step(batch)
         n = batch["reward"].numel()
         # the loss terms only on the steps the logger writes (the step count + 1 a multiple of
-        # `log_every_n_steps`): Lightning's bookkeeping of a dozen values took ~7 ms of a ~0.12 s step
+        # `log_every_n_steps`): Lightning's bookkeeping of a dozen values is a noticeable share of a step
         every = self.trainer.log_every_n_steps if self._trainer is not None else 1
         if every <= 1 or (self.global_step + 1) % every == 0:
             self.log_dict({f"train/{k}": v for k, v in logs.items() if k != "loss"}, batch_size=n)
@@ -182,5 +182,5 @@ class WorldModelModule(LatentsMixin, CandidatesMixin, L.LightningModule):
             for n, p in self.named_parameters()
             if not n.startswith("target_encoder.") and (trainable or not n.startswith("encoder."))
         ]
-        fused = all(p.device.type in ("cpu", "cuda") for p in params)  # one kernel for all: ~3x faster on CPU
+        fused = all(p.device.type in ("cpu", "cuda") for p in params)  # one kernel for all parameters
         return torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, fused=fused)

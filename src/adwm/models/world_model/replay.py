@@ -2,12 +2,9 @@
 
 Simulation never shows the heads an encoded observation: every z_{t+1} they score is sampled, and
 from the second step on the history c_t is built from sampled latents too. Heads trained on encoded
-transitions read such inputs off their training distribution. Measured on the demo's seed-0 world
-model (3-minute fit), replaying 60 held-out logged episodes open loop (their logged actions, no
-agent): the simulated discounted return was 0.44 against 0.27 logged, and its correlation with the
-logged return per episode 0.18; the simulated reward per step stayed at ~0.03 for the whole episode
-while the logged one fell from 0.04 to under 0.01. Every simulated policy collected that excess, which
-pulled the estimates of good and bad policies towards each other.
+transitions read such inputs off their training distribution, and every simulated policy then
+collects the same excess reward, which pulls the estimates of good and bad policies towards each
+other (docs/decisions.md: heads refitted on replays).
 
 The fix trains the heads on what simulation gives them: each logged training episode is replayed
 open loop with its logged actions (the actions are exact, so c_t carries the true action history), and
@@ -34,6 +31,13 @@ class RolloutHeadsConfig:
     batch_size: int = 256
     lr: float = 1e-3
     max_episodes: int = 2000  # training episodes replayed per pass (a random subset above this)
+
+    def __post_init__(self) -> None:
+        if self.passes < 1 or self.steps < 1 or self.batch_size < 1:
+            raise ValueError(
+                f"fit.rollout_heads: passes, steps and batch_size must be at least 1, got {self.passes}, "
+                f"{self.steps}, {self.batch_size}"
+            )
 
 
 @dataclass
