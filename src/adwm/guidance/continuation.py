@@ -14,14 +14,18 @@ logged actions are used, never the behaviour agents').
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from adwm.data.datamodule import TrajectoryDataModule
 from adwm.policies.base import AgentState
+from adwm.policies.config import PolicyConfig
+from adwm.policies.llm import LLMPolicy
 from adwm.policies.sampling import action_log_probs
 from adwm.policies.wrappers import eps_mixture
 
@@ -46,7 +50,13 @@ class TailValue(nn.Module):
 
 
 def fit_tail_value(
-    world_model, policy_cfg, llm_policy, dm, cfg: TailConfig, seed: int, score_cache: dict | None = None
+    world_model: Any,
+    policy_cfg: PolicyConfig,
+    llm_policy: LLMPolicy | None,
+    dm: TrajectoryDataModule,
+    cfg: TailConfig,
+    seed: int,
+    score_cache: dict | None = None,
 ) -> TailValue:
     """TD(0) fit of V(z_t) = log pi_e(a_t | o_t) + gamma (1 - done_t) V(z_{t+1}) on logged transitions.
 
@@ -95,7 +105,13 @@ def fit_tail_value(
     return value.eval().requires_grad_(False)
 
 
-def _choice_log_probs(llm_policy, policy_cfg, states, items, score_cache) -> torch.Tensor:
+def _choice_log_probs(
+    llm_policy: LLMPolicy | None,
+    policy_cfg: PolicyConfig,
+    states: Sequence[AgentState],
+    items: list[dict],
+    score_cache: dict | None,
+) -> torch.Tensor:
     """log pi_e(a|o) of each logged action for an agent that chooses from the admissible list."""
     if llm_policy is None:
         scores = [np.zeros(len(s.admissible)) for s in states]
@@ -114,7 +130,9 @@ def _choice_log_probs(llm_policy, policy_cfg, states, items, score_cache) -> tor
     )
 
 
-def _writing_log_probs(llm_policy, policy_cfg, states, actions) -> np.ndarray:
+def _writing_log_probs(
+    llm_policy: LLMPolicy, policy_cfg: PolicyConfig, states: Sequence[AgentState], actions: Sequence[str]
+) -> np.ndarray:
     """log pi_e(a|o) of each logged action for a writing agent: (1 - eps) p_gen(a) + eps 1[a in A] / |A|,
     floored at log 1e-6 (an action it would never write gives a large negative per-step value, not -inf)."""
     base = eps_mixture(llm_policy.generation_log_probs(states, actions), states, actions, policy_cfg.eps)
@@ -124,7 +142,9 @@ def _writing_log_probs(llm_policy, policy_cfg, states, actions) -> np.ndarray:
 class Continuation:
     """Builds log C(z0) for one simulated step of a batch of rollouts."""
 
-    def __init__(self, world_model, reader, tail: TailValue | None) -> None:
+    def __init__(self, world_model: Any, reader: Any, tail: TailValue | None) -> None:
+        """`world_model`: a `models.world_model.WorldModel` (the models layer sits above this one); `reader`: a
+        `simulation.readers.LatentReader` or None for a policy that never reads its model."""
         self.wm, self.reader, self.tail = world_model, reader, tail
 
     def log_c(

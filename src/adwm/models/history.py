@@ -60,7 +60,9 @@ class HistoryEncoder(nn.Module):
             zx = torch.where(read[..., None], zx, self.unread)
         x = zx + self.a_proj(prev_a)  # (B, W, D)
         x = torch.where(mask[..., None], x, self.before) + self.pos[-w:]
-        x = torch.cat([(self.task_proj(rearrange(task, "b l d -> b (l d)")) + self.task_pos)[:, None], x], dim=1)  # (B, 1+W, D)
+        x = torch.cat(
+            [(self.task_proj(rearrange(task, "b l d -> b (l d)")) + self.task_pos)[:, None], x], dim=1
+        )  # (B, 1+W, D)
         causal = torch.triu(torch.ones(w + 1, w + 1, dtype=torch.bool, device=z.device), 1)
         h = self.transformer(x, mask=causal)
         return self.norm(h[:, -1])  # windows are left-padded: the last position is o_t

@@ -50,7 +50,9 @@ class ProjectorConfig:
 
     def __post_init__(self) -> None:
         if self.max_steps < 0:
-            raise ValueError(f"projector.max_steps: expected a number of steps >= 0 (0 = no limit), got {self.max_steps}")
+            raise ValueError(
+                f"projector.max_steps: expected a number of steps >= 0 (0 = no limit), got {self.max_steps}"
+            )
         if self.max_candidates < 0 or self.max_candidates == 1:
             raise ValueError(f"projector.max_candidates: expected 0 (all) or at least 2, got {self.max_candidates}")
         for key in ("n_tokens", "hidden", "batch_size", "max_epochs"):

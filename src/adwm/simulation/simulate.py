@@ -17,9 +17,12 @@ import numpy as np
 import torch
 
 from adwm.guidance import GuidanceConfig, guided_eps_fn
+from adwm.guidance.continuation import Continuation
 from adwm.models.history import Window
+from adwm.models.world_model.protocol import WorldModel
 from adwm.policies.config import PolicyConfig
 from adwm.policies.sampling import action_log_probs
+from adwm.simulation.readers import LatentReader
 
 CANDIDATE_RULES = ("retrieval", "sample", "threshold")
 
@@ -94,16 +97,16 @@ def logged_reward_range(dm) -> tuple[float, float]:
 
 @torch.no_grad()
 def simulate(
-    world_model,
+    world_model: WorldModel,
     policy: PolicyConfig,
-    reader,
+    reader: LatentReader | None,
     starts: list[Start],
     cfg: SimulateConfig,
     guidance: GuidanceConfig,
     gamma: float,
     horizon: int,
     seed: int,
-    continuation=None,
+    continuation: Continuation | None = None,
     reward_range: tuple[float, float] | None = None,
 ) -> np.ndarray:
     """Discounted returns (n_rollouts,) of `policy` simulated in `world_model`.
@@ -129,7 +132,17 @@ def simulate(
 
 
 def _rollout_batch(
-    wm, policy, reader, starts, guidance, gamma, horizon, gen, continuation, cfg, reward_range
+    wm: WorldModel,
+    policy: PolicyConfig,
+    reader: LatentReader | None,
+    starts: list[Start],
+    guidance: GuidanceConfig,
+    gamma: float,
+    horizon: int,
+    gen: torch.Generator,
+    continuation: Continuation | None,
+    cfg: SimulateConfig,
+    reward_range: tuple[float, float] | None,
 ) -> np.ndarray:
     b = len(starts)
     tasks = [s.task for s in starts]
@@ -197,7 +210,16 @@ def _rollout_batch(
     return ret.numpy()
 
 
-def next_candidates(wm, z_next, c, a, prev, max_candidates: int, rule: str, gen=None) -> torch.Tensor:
+def next_candidates(
+    wm: WorldModel,
+    z_next: torch.Tensor,
+    c: torch.Tensor,
+    a: torch.Tensor,
+    prev: torch.Tensor,
+    max_candidates: int,
+    rule: str,
+    gen: torch.Generator | None = None,
+) -> torch.Tensor:
     """Candidate sets (B, V) of the simulated next states z_next (B, L, d) under `rule` (CANDIDATE_RULES):
     the logged list of the nearest logged state, or the edit head's draw (`gen`) or cut."""
     if rule == "retrieval":

@@ -56,7 +56,9 @@ class FitConfig:
             if getattr(self, key) < 0:
                 raise ValueError(f"fit.{key}: expected a number of steps >= 0 (0 = no limit), got {getattr(self, key)}")
         if self.val_every_n_epochs < 0:
-            raise ValueError(f"fit.val_every_n_epochs: expected 0 (at the end only) or more, got {self.val_every_n_epochs}")
+            raise ValueError(
+                f"fit.val_every_n_epochs: expected 0 (at the end only) or more, got {self.val_every_n_epochs}"
+            )
         if not 0.0 <= self.encoder_share <= 1.0:
             raise ValueError(f"fit.encoder_share: expected a value in [0, 1], got {self.encoder_share}")
         if self.max_minutes <= 0:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth_in_workers
+from adwm.evaluation.plots import plot_scatter
 from adwm.runtime.atomic import atomic_write_json
 from adwm.runtime.parallel import resolve_workers, run_jobs
 from adwm.stages.collect import collect, seconds_spent
@@ -194,6 +195,8 @@ def quickstart(cfg: DictConfig) -> Path:
     }
     out = Path(cfg.run.dir) / "summary.json"
     atomic_write_json(out, summary)
+    points = [{"estimator": e, "J_true": r["J_true"], "J_hat": v} for r in rows for e, v in r["estimates"].items()]
+    plot_scatter(points, out.with_name("j_vs_jhat.png"), f"J vs J_hat: {cfg.experiment}, seed {cfg.seed}")
     print(format_table(rows))
     for est, m in summary["metrics"].items():
         if m:

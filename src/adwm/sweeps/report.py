@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from adwm.evaluation.metrics import mean_ci
-from adwm.runtime.atomic import atomic_write_bytes, atomic_write_text
+from adwm.evaluation.plots import plot_scatter, save_figure  # noqa: F401  (plot_scatter: the report's)
+from adwm.runtime.atomic import atomic_write_text
 
 TABLE_METRICS = (
     ("spearman", "Spearman", "higher is better"),
@@ -128,47 +129,7 @@ def plot_metric(agg: dict[tuple, dict], row_key: int, col_key: int | None, metri
     if col_key is not None:
         ax.legend()
     fig.tight_layout()
-    _save(fig, path)
-
-
-def plot_scatter(rows: Sequence[dict], path: Path, title: str) -> None:
-    """J_hat against J per estimator (every policy and seed), with the diagonal."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ests = list(dict.fromkeys(r["estimator"] for r in rows))
-    n = len(ests)
-    cols = min(3, n)
-    fig, axes = plt.subplots(
-        (n + cols - 1) // cols, cols, figsize=(4 * cols, 3.5 * ((n + cols - 1) // cols)), squeeze=False
-    )
-    true = [r["J_true"] for r in rows]
-    lo, hi = min(true), max(true)
-    for ax, est in zip(axes.flat, ests):
-        pts = [(r["J_true"], r["J_hat"]) for r in rows if r["estimator"] == est and r["J_hat"] is not None]
-        pts = [(x, y) for x, y in pts if np.isfinite(y)]
-        if pts:
-            ax.scatter(*zip(*pts), s=12)
-        ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8)
-        ax.set_title(est)
-        ax.set_xlabel("J (on-policy)")
-        ax.set_ylabel("J_hat")
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    fig.suptitle(title)
-    fig.tight_layout()
-    _save(fig, path)
-
-
-def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_figure(fig, path)
 
 
 def timing_table(timings: list[dict], label: str = "cell") -> str:

@@ -20,7 +20,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from adwm.data.datamodule import TrajectoryDataModule
 from adwm.models.history import Window
+from adwm.models.world_model.protocol import WorldModel
 
 
 @dataclass
@@ -64,7 +66,13 @@ def episodes_of(items: list[dict]) -> list[list[dict]]:
 
 
 @torch.no_grad()
-def replay_open_loop(wm, dm, episodes: list[list[dict]], generator: torch.Generator, batch_size: int = 512) -> Replayed:
+def replay_open_loop(
+    wm: WorldModel,
+    dm: TrajectoryDataModule,
+    episodes: list[list[dict]],
+    generator: torch.Generator,
+    batch_size: int = 512,
+) -> Replayed:
     """Replays episodes from their logged first observation with their logged actions through the
     world model's sampler (no agent, no guidance)."""
     parts = [
@@ -74,7 +82,9 @@ def replay_open_loop(wm, dm, episodes: list[list[dict]], generator: torch.Genera
     return Replayed(**{k: torch.cat([p[k] for p in parts]) for k in parts[0]})
 
 
-def _replay_batch(wm, dm, episodes: list[list[dict]], generator: torch.Generator, first: int) -> dict:
+def _replay_batch(
+    wm: WorldModel, dm: TrajectoryDataModule, episodes: list[list[dict]], generator: torch.Generator, first: int
+) -> dict:
     vocab = wm.vocab_embeddings()
     window = Window.start(
         wm.encode([dm.observations[e[0]["history_obs"][-1]] for e in episodes]),
@@ -106,7 +116,7 @@ def episode_returns(data: Replayed, rewards: torch.Tensor, gamma: float) -> torc
     return torch.zeros(n, dtype=torch.float64).index_add_(0, data.episode, disc * rewards.double())
 
 
-def replay_returns(wm, data: Replayed, gamma: float) -> dict[str, float]:
+def replay_returns(wm: WorldModel, data: Replayed, gamma: float) -> dict[str, float]:
     """Discounted simulated (heads) against logged returns of the replayed episodes: mean of each and
     their correlation over episodes."""
     with torch.no_grad():
@@ -117,14 +127,12 @@ def replay_returns(wm, data: Replayed, gamma: float) -> dict[str, float]:
     return {"return_logged": float(log.mean()), "return_simulated": float(sim.mean()), "pearson": corr}
 
 
-def refit_transition_heads(wm, dm, cfg: RolloutHeadsConfig, gamma: float, seed: int) -> dict[str, float]:
+def refit_transition_heads(
+    wm: WorldModel, dm: TrajectoryDataModule, cfg: RolloutHeadsConfig, gamma: float, seed: int
+) -> dict[str, float]:
     """Trains the reward and termination heads on open-loop replays of the training episodes; returns
     replay metrics of the held-out episodes before and after (`rollout_heads/...`)."""
-    if cfg.passes < 1 or cfg.steps < 1 or cfg.batch_size < 1:
-        raise ValueError(
-            f"fit.rollout_heads: passes, steps and batch_size must be at least 1, got {cfg.passes}, "
-            f"{cfg.steps}, {cfg.batch_size}"
-        )
+    cfg.__post_init__()  # a config changed after construction is checked again
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     wm.eval()
