@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from adwm.cli import main
 from adwm.config import ConfigError, config_dir, load_config, to_object
 
 
@@ -97,3 +98,35 @@ def test_a_group_file_extends_another_choice(tmp_path, monkeypatch):
     (root / "agent" / "orphan.yaml").write_text("extends: small\n")
     with pytest.raises(ConfigError, match=r"orphan.yaml: extends: unknown choice 'small' for group 'agent'"):
         load_config(["agent=orphan"])
+
+
+BAD_VALUES = [
+    ("guidance.omega=-1", "guidance.omega: expected >= 0, got -1.0"),
+    ("guidance.space=z", "guidance.space: unknown space 'z'"),
+    ("policy.eps=1.5", r"policy 'iter3': eps: expected a value in \[0, 1\], got 1.5"),
+    ("policy.mode=chat", "policy 'iter3': mode: unknown mode 'chat'"),
+    ("fit.max_steps=-3", r"fit.max_steps: expected a number of steps >= 0 \(0 = no limit\), got -3"),
+    ("fit.max_minutes=0", "fit.max_minutes: expected a wall-clock cap > 0, got 0.0"),
+    ("fit.encoder_share=1.5", r"fit.encoder_share: expected a value in \[0, 1\], got 1.5"),
+    ("evaluate.simulate.n_rollouts=0", "evaluate.simulate: n_rollouts, batch_size and ci_resamples must be at least 1"),
+    ("evaluate.simulate.horizon=-3", "evaluate.simulate: horizon and max_candidates must be >= 0"),
+    ("evaluate.simulate.candidates=nearest", "evaluate.simulate.candidates: unknown rule 'nearest'"),
+    ("evaluate.calibration=affine", "evaluate.calibration: expected one of .*got 'affine'"),
+    ("projector.max_candidates=1", r"projector.max_candidates: expected 0 \(all\) or at least 2, got 1"),
+    ("ope.features=bag", "ope.features: unknown feature source 'bag'"),
+    ("ope.estimators=[is,magic]", "magic"),
+    ("world_model.proposal=oracle", "world_model.proposal: unknown mode 'oracle'"),
+    ("fit.rollout_heads.steps=0", "fit.rollout_heads: passes, steps and batch_size must be at least 1"),
+]
+
+
+@pytest.mark.parametrize("override,message", BAD_VALUES)
+def test_every_stage_config_rejects_a_bad_value_at_load_with_its_key(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config([override], "evaluate")
+
+
+def test_a_bad_value_fails_every_command_before_any_work(tmp_path, capsys):
+    assert main(["fit", "fit.max_steps=-1", f"run.root={tmp_path}"]) == 2
+    assert "fit.max_steps: expected a number of steps >= 0" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing was written

@@ -159,6 +159,10 @@ def load_config(overrides: list[str] | None = None, command: str = "config") -> 
         if isinstance(err, InterpolationKeyError):  # e.g. a family that refers to an agent group's variant
             hint = "; no selected config sets that key: the config that refers to it needs another group choice"
         raise ConfigError(f"config key '{err.full_key}': {str(err).splitlines()[0]}{hint}") from None
+    try:  # every dataclass checks its own values: every command rejects a bad value the same way, before any work
+        OmegaConf.to_object(cfg)
+    except ValueError as err:
+        raise ConfigError(str(err).splitlines()[0]) from None
     return cfg
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from adwm.diffusion.schedules import alpha_bar
+from adwm.diffusion.schedules import alpha_bar, tweedie_x0
 
 EpsFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x_t, t: (B,) long) -> eps_hat
 
@@ -58,7 +58,7 @@ class DiffusionSampler:
         a_t = self.abar[t]
         a_prev = self.abar[t_prev] if t_prev is not None else torch.tensor(1.0)
         # (2) Tweedie estimate x0_hat = (x_t - sqrt(1 - abar_t) eps) / sqrt(abar_t)
-        x0 = (x_t - (1 - a_t).sqrt() * eps) / a_t.sqrt()
+        x0 = tweedie_x0(x_t, eps, a_t)
         if t_prev is None:
             return x0
         # (3) posterior noise level: DDPM sigma^2 = (1 - abar_prev)/(1 - abar_t) * (1 - abar_t/abar_prev);

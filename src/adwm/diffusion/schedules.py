@@ -60,13 +60,19 @@ def training_target(x0: torch.Tensor, noise: torch.Tensor, abar_t: torch.Tensor,
     raise ValueError(f"diffusion.prediction: unknown target '{prediction}'; choose from {list(PREDICTIONS)}")
 
 
+def tweedie_x0(x_t: torch.Tensor, eps: torch.Tensor, abar_t: torch.Tensor) -> torch.Tensor:
+    """Tweedie estimate E[x_0 | x_t] = (x_t - sqrt(1 - abar_t) eps) / sqrt(abar_t) from a noise estimate
+    (abar_t a scalar or one value per row)."""
+    return (x_t - _bcast((1 - abar_t).sqrt(), x_t) * eps) / _bcast(abar_t.sqrt(), x_t)
+
+
 def to_x0_eps(
     x_t: torch.Tensor, out: torch.Tensor, abar_t: torch.Tensor, prediction: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(x0_hat, eps_hat) from a denoiser output; x0_hat is the Tweedie estimate E[x_0 | x_t]."""
     a, b = _bcast(abar_t.sqrt(), x_t), _bcast((1 - abar_t).sqrt(), x_t)
     if prediction == "eps":
-        return (x_t - b * out) / a, out
+        return tweedie_x0(x_t, out, abar_t), out
     if prediction == "x0":
         return out, (x_t - a * out) / b
     if prediction == "v":

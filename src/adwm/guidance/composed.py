@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
+from adwm.diffusion.schedules import tweedie_x0
+
 EpsModel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]  # (x_t, t, action or None)
 LogC = Callable[[torch.Tensor], torch.Tensor]  # z0_hat (B, L, d) -> log C (B,)
 
@@ -88,7 +90,7 @@ def guided_eps_fn(
             return eps
         # (2) Tweedie estimate z0_hat = (x_t - sqrt(1 - abar_t) eps) / sqrt(abar_t)
         a_t = abar[step]
-        z0 = ((x_t - (1 - a_t).sqrt() * eps) / a_t.sqrt()).detach().requires_grad_(True)
+        z0 = tweedie_x0(x_t, eps, a_t).detach().requires_grad_(True)
         # (3) grad log C at z0_hat, clipped per sample
         with torch.enable_grad():
             (grad,) = torch.autograd.grad(log_c(z0).sum(), z0)

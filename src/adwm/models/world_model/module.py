@@ -17,7 +17,7 @@ from torch import nn
 
 from adwm.diffusion.denoiser import Denoiser
 from adwm.diffusion.sampler import DiffusionSampler
-from adwm.diffusion.schedules import alpha_bar, to_x0_eps
+from adwm.diffusion.schedules import to_x0_eps
 from adwm.encoders.base import EncoderConfig
 from adwm.encoders.registry import build_encoder
 from adwm.models.action_encoder import ActionEncoder
@@ -74,7 +74,9 @@ class WorldModelModule(LatentsMixin, CandidatesMixin, L.LightningModule):
         self.token_decoder = TokenDecoder(n * d, min(len(self.encoder.tokenizer), wm.token_classes), wm.token_context)
         self._ids: dict[str, torch.Tensor] = {}  # token ids per observation text, for the token decoder
         self.sampler = DiffusionSampler(wm.sampler)
-        self.register_buffer("abar", alpha_bar(wm.sampler.schedule, wm.sampler.train_steps).float(), persistent=False)
+        self.register_buffer(
+            "abar", self.sampler.abar, persistent=False
+        )  # the sampler's schedule, moved with the module
         flat, offsets = self.action_encoder.token_ids(self.actions)  # tokenised once, embedded every step
         self.register_buffer("vocab_ids", flat, persistent=False)
         self.register_buffer("vocab_offsets", offsets, persistent=False)
