@@ -84,6 +84,7 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
     for p in summary["policies"]:
         assert p["estimates"]["adwm"] == pytest.approx(p["estimates"]["adwm_sim"] + offset[p["name"]])
     assert (tmp_path / "fit" / "checkpoints" / "last.ckpt").is_file()
+    assert (tmp_path / "quickstart" / "j_vs_jhat.png").stat().st_size > 1000  # the J-vs-J_hat plot
     assert len(list((tmp_path / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
     for metrics in (tmp_path / "project").glob("*/metrics.json"):  # the step budget ends each (3 in the epoch)
         projector = json.loads(metrics.read_text())

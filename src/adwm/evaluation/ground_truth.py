@@ -43,6 +43,16 @@ def _keep(store: dict[int, Episode], ep: Episode) -> None:
     store[ep.index] = ep
 
 
+def true_values(path: str | Path, names: list[str]) -> list[float] | None:
+    """J of each named policy from a ground-truth file, or None unless the file holds all of them (then no
+    metric against the truth is computed)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    measured = json.loads(path.read_text())
+    return [measured[n]["J"] for n in names] if all(n in measured for n in names) else None
+
+
 def summarise(returns: list[float]) -> dict:
     r = np.asarray(returns, dtype=float)
     se = float(r.std(ddof=1) / np.sqrt(len(r))) if len(r) > 1 else float("nan")

@@ -20,6 +20,7 @@ from adwm.data.datamodule import TrajectoryDataModule
 from adwm.data.schema import read_episodes
 from adwm.evaluation.bootstrap import mean_interval
 from adwm.evaluation.family import family_policies
+from adwm.evaluation.ground_truth import true_values
 from adwm.evaluation.metrics import family_metrics
 from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
 from adwm.models.world_model import WorldModelModule
@@ -267,12 +268,9 @@ def evaluate(cfg: DictConfig) -> Path:
         e["ci"] = calibration.interval(pcfg, e["ci_sim"], level)
     results.pop("metrics", None)
     results.pop("metrics_sim", None)
-    truth_path = Path(ecfg.ground_truth)
-    if truth_path.is_file():
-        truth = json.loads(truth_path.read_text())
-        if all(n in truth for n in names):
-            j = [truth[n]["J"] for n in names]
-            results["metrics"] = family_metrics(j, [estimates[n]["J_hat"] for n in names])
-            results["metrics_sim"] = family_metrics(j, [estimates[n]["J_hat_sim"] for n in names])
+    j = true_values(ecfg.ground_truth, names)
+    if j is not None:
+        results["metrics"] = family_metrics(j, [estimates[n]["J_hat"] for n in names])
+        results["metrics_sim"] = family_metrics(j, [estimates[n]["J_hat_sim"] for n in names])
     atomic_write_json(out, results)
     return out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -242,15 +241,12 @@ def proposal_metrics(module: WorldModelModule, dm: TrajectoryDataModule) -> dict
 def rollout_evaluator(cfg: DictConfig, dm: TrajectoryDataModule, fcfg: FitConfig, run_dir: Path):
     """The RolloutEvaluator of `fit.rollout_eval` for the configured family (true values when measured)."""
     from adwm.evaluation.family import family_policies
+    from adwm.evaluation.ground_truth import true_values
     from adwm.simulation.callback import RolloutEvaluator
 
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
-    truth_path = Path(cfg.ground_truth.out)
-    truth = None
-    if truth_path.is_file():
-        measured = json.loads(truth_path.read_text())
-        if all(p.name in measured for p in family):
-            truth = {p.name: measured[p.name]["J"] for p in family}
+    j = true_values(cfg.ground_truth.out, [p.name for p in family])
+    truth = None if j is None else {p.name: v for p, v in zip(family, j)}
     sim = dataclasses.replace(OmegaConf.to_object(cfg.evaluate.simulate), n_rollouts=fcfg.rollout_n)
     horizon = sim.horizon or cfg.env.max_steps
     return RolloutEvaluator(

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from adwm.data.schema import read_episodes
 from adwm.evaluation.family import family_policies
+from adwm.evaluation.ground_truth import true_values
 from adwm.evaluation.metrics import family_metrics
 from adwm.ope import build_estimators
 from adwm.ope.features import FEATURES, StepFeatures, default_text_model, sentence_embeddings, world_model_embeddings
@@ -124,14 +125,11 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
     names = [p.name for p in family]
     results["estimates"] = {n: done[n] for n in names}
     results["resampling_unit"] = "episode"
-    truth_path = Path(cfg.ground_truth.out)
-    if truth_path.is_file():
-        truth = json.loads(truth_path.read_text())
-        if all(n in truth for n in names):
-            j = [truth[n]["J"] for n in names]
-            results["metrics"] = {
-                e.name: family_metrics(j, [done[n]["estimators"][e.name]["J_hat"] for n in names]) for e in estimators
-            }
+    j = true_values(cfg.ground_truth.out, names)
+    if j is not None:
+        results["metrics"] = {
+            e.name: family_metrics(j, [done[n]["estimators"][e.name]["J_hat"] for n in names]) for e in estimators
+        }
     atomic_write_json(out, results)
     return out
 
