@@ -66,7 +66,7 @@ class AppConfig:
     experiment: str = "default"
     command: str = "config"
     seed: int = 0  # seeds training, sampling and data splits; every reported number is reproducible from it
-    # worker processes for a stage's independent jobs (adwm/parallel.py): in `adwm quickstart` (and
+    # worker processes for a stage's independent jobs (runtime/parallel.py): in `adwm quickstart` (and
     # `benchmark`) the agents, the log beside the ground-truth policies, the projectors and estimates beside
     # the baselines; in `adwm ground-truth` and `adwm evaluate` their policies. 0 = one per CPU core,
     # 1 = every job in this process; each worker runs torch on its share of the cores
