@@ -130,3 +130,16 @@ def test_a_bad_value_fails_every_command_before_any_work(tmp_path, capsys):
     assert main(["fit", "fit.max_steps=-1", f"run.root={tmp_path}"]) == 2
     assert "fit.max_steps: expected a number of steps >= 0" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # nothing was written
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("collect.n_episodes=0", "collect: n_episodes and n_envs must be at least 1, got 0"),
+        ("collect.n_envs=0", "collect: n_episodes and n_envs must be at least 1, got 600, 0"),
+        ("ground_truth.n_episodes=0", "ground_truth: n_episodes and n_envs must be at least 1, got 0"),
+    ],
+)
+def test_sizes_of_logs_and_ground_truth_must_be_positive(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config([override], "collect")

@@ -38,6 +38,12 @@ class GroundTruthConfig:
     n_envs: int = 64  # environments in lock-step per batched model call
     out: str = "${run.root}/ground_truth/ground_truth.json"
 
+    def __post_init__(self) -> None:
+        if self.n_episodes < 1 or self.n_envs < 1:
+            raise ValueError(
+                f"ground_truth: n_episodes and n_envs must be at least 1, got {self.n_episodes}, {self.n_envs}"
+            )
+
 
 def _keep(store: dict[int, Episode], ep: Episode) -> None:
     store[ep.index] = ep

@@ -45,6 +45,15 @@ class CollectConfig:
         default_factory=lambda: [BehaviourEntry(PolicyConfig(name="uniform", kind="uniform"))]
     )
 
+    def __post_init__(self) -> None:
+        if self.n_episodes < 1 or self.n_envs < 1:
+            raise ValueError(
+                f"collect: n_episodes and n_envs must be at least 1, got {self.n_episodes}, {self.n_envs}"
+            )
+        weights = [b.weight for b in self.behaviour]
+        if not weights or min(weights) < 0 or sum(weights) <= 0:
+            raise ValueError(f"collect.behaviour: weights must be >= 0 with a positive sum, got {weights}")
+
 
 def repair_and_scan(path: Path) -> set[int]:
     """Cut a torn last line (no newline: a write a crash interrupted), then return the episode
