@@ -24,6 +24,9 @@ class TrainerConfig:
     log_every_n_steps: int = 10
     enable_progress_bar: bool = True
     num_threads: int = 0  # torch intra-op threads; 0 keeps torch's default (all cores)
+    # torch's deterministic algorithms: a seed gives the same model on any number of threads (without them two
+    # fits of one log on two threads differ; docs/decisions.md: deterministic training)
+    deterministic: bool = True
 
 
 @dataclass
@@ -80,6 +83,7 @@ def build_trainer(cfg: TrainerConfig, logger: Logger | bool, run_dir: Path, **kw
         logger=logger,
         default_root_dir=str(run_dir),
         enable_model_summary=False,
+        deterministic=cfg.deterministic,
         **kwargs,
     )
 
