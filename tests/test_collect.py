@@ -106,8 +106,8 @@ def test_kill_mid_run_then_rerun_gives_exactly_n(tmp_path, tiny_lm_dir):
     ],
 )
 def test_bad_behaviour_mixture(tmp_path, behaviour, message):
-    cfg = CollectConfig(n_episodes=2, out=str(tmp_path / "x.jsonl"), behaviour=behaviour)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message):  # checked when the config is made, or by collect
+        cfg = CollectConfig(n_episodes=2, out=str(tmp_path / "x.jsonl"), behaviour=behaviour)
         collect(cfg, EnvConfig(), seed=0)
 
 

@@ -13,7 +13,6 @@ import pytest
 from adwm.cli import main
 from adwm.config import load_config
 from adwm.data.schema import read_episodes
-from adwm.ope import runner as runner_mod
 from adwm.ope.logged import (
     ScoreCache,
     chosen_log_probs,
@@ -27,6 +26,7 @@ from adwm.policies.base import AgentState
 from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy
+from adwm.stages import ope as runner_mod
 from adwm.stages.ope import run_baselines
 
 

@@ -115,7 +115,9 @@ def test_uniform_and_factory(tiny_lm_dir):
     assert UniformPolicy().log_prob(state, "not an action") == float("-inf")
     eps1 = build_policy(PolicyConfig(name="r", model="runs/never/made", eps=1.0))  # loads no model
     assert eps1.log_prob(state, state.admissible[0]) == pytest.approx(-np.log(len(state.admissible)))
-    with pytest.raises(ValueError, match="policy.kind: unknown policy kind 'oracle'"):
+    with pytest.raises(
+        ValueError, match=r"policy 'agent': kind: unknown kind 'oracle'; choose from \['llm', 'uniform'\]"
+    ):
         build_policy(PolicyConfig(kind="oracle"))
 
 

@@ -262,10 +262,10 @@ def test_simulated_rewards_are_clipped_to_the_logged_range(world):
 
 def test_unknown_candidate_rule_is_a_named_error(world):
     wm, dm = world
-    sim = SimulateConfig(n_rollouts=2, batch_size=2, candidates="oracle")
     with pytest.raises(
         ValueError, match=r"evaluate.simulate.candidates: unknown rule 'oracle'.*retrieval.*sample.*threshold"
     ):
+        sim = SimulateConfig(n_rollouts=2, batch_size=2, candidates="oracle")
         simulate(wm, PolicyConfig(name="u", kind="uniform"), None, logged_starts(dm), sim, GuidanceConfig(), 0.9, 2, 0)
 
 

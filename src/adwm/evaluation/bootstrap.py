@@ -30,5 +30,6 @@ def mean_interval(values, n_boot: int, level: float, seed: int) -> tuple[float, 
     """Percentile bootstrap CI of the mean of `values` (the resampling unit: one value)."""
     v = np.asarray(values, dtype=np.float64)
     means = resample_counts(len(v), n_boot, seed) @ v / len(v)
+    means = np.clip(means, v.min(), v.max())  # a mean of resampled values lies within them (up to rounding)
     lo, hi, _ = percentile_interval(means, level)
     return lo, hi

@@ -49,7 +49,9 @@ class CollectConfig:
         if self.n_episodes < 1 or self.n_envs < 1:
             raise ValueError(f"collect: n_episodes and n_envs must be at least 1, got {self.n_episodes}, {self.n_envs}")
         weights = [b.weight for b in self.behaviour]
-        if not weights or min(weights) < 0 or sum(weights) <= 0:
+        if not weights:
+            raise ValueError("collect.behaviour: expected at least one behaviour agent")
+        if min(weights) < 0 or sum(weights) <= 0:
             raise ValueError(f"collect.behaviour: weights must be >= 0 with a positive sum, got {weights}")
 
 

@@ -134,11 +134,11 @@ def plot_metric(agg: dict[tuple, dict], row_key: int, col_key: int | None, metri
 
 def timing_table(timings: list[dict], label: str = "cell") -> str:
     """One row per run (its `cell` and `seed`), one column per timed stage."""
-    keys = list(dict.fromkeys(k for t in timings for k in t if k not in ("cell", "seed")))
+    keys = list(dict.fromkeys(k for t in timings for k in t if k not in (label, "seed")))
     lines = [f"| {label} | seed | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
     for t in timings:
         cells = ("not recorded" if t.get(k, "") is None else str(t.get(k, "")) for k in keys)
-        lines.append(f"| {t['cell']} | {t['seed']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {t[label]} | {t['seed']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
