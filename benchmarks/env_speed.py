@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from adwm.runtime.atomic import atomic_write_json
 from adwm.envs.scienceworld import ScienceWorldConfig, ScienceWorldEnv
 from adwm.envs.textworld import TextWorldConfig, TextWorldEnv
+from adwm.runtime.atomic import atomic_write_json
 
 OUT = Path(__file__).parent / "results" / "env_speed.json"
 SW_TASKS = ["find-living-thing", "find-non-living-thing", "find-plant"]

@@ -23,16 +23,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from adwm.runtime.atomic import atomic_write_json
 from adwm.config import load_config, to_object
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.evaluation.metrics import spearman
+from adwm.guidance.composed import GuidanceConfig
+from adwm.models.world_model import WorldModelModule
+from adwm.models.world_model.replay import episode_returns, episodes_of, replay_open_loop
+from adwm.policies.llm import LLMPolicy
+from adwm.runtime.atomic import atomic_write_json
 from adwm.simulation.readers import SoftTokenReader
 from adwm.simulation.simulate import SimulateConfig, logged_reward_range, logged_starts, simulate
-from adwm.guidance.composed import GuidanceConfig
-from adwm.models.world_model.replay import episode_returns, episodes_of, replay_open_loop
-from adwm.models.world_model import WorldModelModule
-from adwm.policies.llm import LLMPolicy
 from adwm.stages.project import backbone_key, load_projector
 
 

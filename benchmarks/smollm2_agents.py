@@ -21,12 +21,12 @@ from pathlib import Path
 
 import torch
 
-from adwm.runtime.atomic import atomic_write_json
 from adwm.config import load_config, to_object
 from adwm.data.play import EpisodeJob, run_episodes
 from adwm.envs.registry import make_env
 from adwm.policies.factory import build_policy
 from adwm.policies.loading import load_causal_lm
+from adwm.runtime.atomic import atomic_write_json
 from adwm.stages.pipeline import train_agents
 
 OUT = Path(__file__).parent / "results" / "smollm2_agents.json"

@@ -18,14 +18,15 @@ from pathlib import Path
 
 import torch
 
-from adwm.runtime.atomic import atomic_write_json
+from adwm.encoders.tokenizer import train_tokenizer
 from adwm.envs import BuiltinEnv
 from adwm.policies.base import AgentState
 from adwm.policies.bc import BehaviourCloningModule
 from adwm.policies.bc_data import DemoDataset, gold_demos
 from adwm.policies.config import PolicyConfig
 from adwm.policies.llm import LLMPolicy
-from adwm.policies.tiny import TinyModelConfig, make_tiny_llama, train_tokenizer
+from adwm.policies.tiny import TinyModelConfig, make_tiny_llama
+from adwm.runtime.atomic import atomic_write_json
 
 
 def env_speed() -> dict:

@@ -28,13 +28,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from adwm.runtime.atomic import atomic_write_json
 from adwm.config import load_config, to_object
 from adwm.data.datamodule import TrajectoryDataModule
-from adwm.simulation.simulate import SimulateConfig, logged_reward_range, logged_starts, simulate
 from adwm.guidance import GuidanceConfig, guided_eps_fn
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.config import PolicyConfig
+from adwm.runtime.atomic import atomic_write_json
+from adwm.simulation.simulate import SimulateConfig, logged_reward_range, logged_starts, simulate
 
 ROOM = re.compile(r"You are in the ([a-z ]+)\.")
 INVENTORY = re.compile(r"You carry ([^.]*)\.")

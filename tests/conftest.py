@@ -11,7 +11,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from adwm.config import load_config  # noqa: E402
-from adwm.policies.tiny import TinyModelConfig, make_tiny_llama, train_tokenizer  # noqa: E402
+from adwm.encoders.tokenizer import train_tokenizer  # noqa: E402
+from adwm.policies.tiny import TinyModelConfig, make_tiny_llama  # noqa: E402
 from helpers import builtin_texts  # noqa: E402
 
 torch.set_num_threads(2)

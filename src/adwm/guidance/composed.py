@@ -54,11 +54,6 @@ class GuidanceConfig:
             raise ValueError(f"guidance.steps: expected a number of reverse steps >= 0, got {self.steps}")
 
 
-def check_guidance(cfg: GuidanceConfig) -> None:
-    """Re-run the checks of a config built without them (e.g. changed after construction)."""
-    cfg.__post_init__()
-
-
 def guided_eps_fn(
     eps_model: EpsModel,
     action: torch.Tensor,
@@ -73,8 +68,6 @@ def guided_eps_fn(
     (None: the unconditional prior); `guided_steps` are the timesteps that get continuation
     guidance (the sampler's last `cfg.steps` ones).
     """
-
-    check_guidance(cfg)
 
     def eps_fn(x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         # (1) classifier-free guidance: prior + omega * (conditional - prior)

@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from adwm.encoders.tokenizer import BOS, EOS, PAD, train_tokenizer  # noqa: F401  (re-exported for agents)
-
 
 @dataclass
 class TinyModelConfig:

@@ -65,11 +65,6 @@ class SimulateConfig:
             raise ValueError(f"evaluate.simulate.ci_level: expected a value in (0, 1), got {self.ci_level}")
 
 
-def check_candidates(cfg: SimulateConfig) -> None:
-    """Re-run the checks of a config changed after construction."""
-    cfg.__post_init__()
-
-
 @dataclass
 class Start:
     task: str
@@ -114,7 +109,6 @@ def simulate(
     `reader` turns latents into candidate scores (None for a uniform policy); `continuation`
     builds log C for guidance (None: continuation guidance off); `reward_range` (the logged rewards'
     `logged_reward_range`) bounds the simulated rewards when `cfg.clip_rewards`."""
-    check_candidates(cfg)
     if cfg.candidates == "retrieval" and world_model.proposal_bank is None:
         raise RuntimeError(
             "evaluate.simulate.candidates=retrieval: the world model has no bank of logged states (fit builds it)"

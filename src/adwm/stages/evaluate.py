@@ -151,13 +151,6 @@ def _world_model_path(ecfg: EvaluateConfig) -> Path:
     return wm_path
 
 
-def _check(ecfg: EvaluateConfig, cfg: DictConfig) -> Path:
-    """Named errors before any model is loaded; returns the world model's path."""
-    wm_path = _world_model_path(ecfg)
-    OmegaConf.to_object(cfg.guidance)  # its own checks, before any model is loaded
-    return wm_path
-
-
 _LOADED: dict = {}  # this process's world model, data and agents' score cache, reused by the next policy
 
 
@@ -215,7 +208,7 @@ def pending_simulations(cfg: DictConfig) -> list[tuple[str, str]]:
 def evaluate_in_workers(cfg: DictConfig, workers: int, also: list | None = None) -> Path:
     """`evaluate(cfg)` with its pending simulations as jobs of `workers` processes (adwm.runtime.parallel), after
     the jobs `also` (e.g. the baselines, which need the same world model)."""
-    _check(OmegaConf.to_object(cfg.evaluate), cfg)
+    _world_model_path(OmegaConf.to_object(cfg.evaluate))  # a named error before any worker starts
     jobs = list(also or [])
     jobs += [(f"estimate {name}", simulate_policy, (cfg, group, name)) for group, name in pending_simulations(cfg)]
     run_jobs(jobs, workers)
@@ -238,7 +231,7 @@ def evaluate(cfg: DictConfig) -> Path:
     estimates JSON. Simulations finished earlier with the same settings (by a previous run or by worker
     processes running `simulate_policy`) are reused."""
     ecfg = OmegaConf.to_object(cfg.evaluate)
-    wm_path = _check(ecfg, cfg)
+    wm_path = _world_model_path(ecfg)
     family, behaviour, logged = _policies(cfg, ecfg)
     out = Path(ecfg.out)
     jobs = [("estimates", p, f"{k + 1}/{len(family)}") for k, p in enumerate(family)]

@@ -20,12 +20,13 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from adwm.encoders.tokenizer import train_tokenizer
 from adwm.envs.registry import EnvConfig, env_signature, make_env
 from adwm.policies.bc import BehaviourCloningModule
 from adwm.policies.bc_data import DemoDataset, gold_demos
 from adwm.policies.config import PolicyConfig
 from adwm.policies.loading import load_causal_lm
-from adwm.policies.tiny import TinyModelConfig, make_tiny_llama, train_tokenizer
+from adwm.policies.tiny import TinyModelConfig, make_tiny_llama
 from adwm.runtime.cache import StageRecord
 from adwm.runtime.trainer import LoggerConfig, TrainerConfig, build_logger, build_trainer
 

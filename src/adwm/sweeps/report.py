@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from adwm.evaluation.metrics import mean_ci
-from adwm.evaluation.plots import plot_scatter, save_figure  # noqa: F401  (plot_scatter: the report's)
+from adwm.evaluation.plots import save_figure
 from adwm.runtime.atomic import atomic_write_text
 
 TABLE_METRICS = (

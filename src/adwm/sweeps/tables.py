@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+from adwm.evaluation.plots import plot_scatter
 from adwm.runtime.atomic import atomic_write_json, atomic_write_text
 from adwm.sweeps.report import (
     TABLE_METRICS,
@@ -20,7 +21,6 @@ from adwm.sweeps.report import (
     metric_rows,
     metrics_table,
     plot_metric,
-    plot_scatter,
     timing_table,
     write_csv,
 )

@@ -132,7 +132,6 @@ def refit_transition_heads(
 ) -> dict[str, float]:
     """Trains the reward and termination heads on open-loop replays of the training episodes; returns
     replay metrics of the held-out episodes before and after (`rollout_heads/...`)."""
-    cfg.__post_init__()  # a config changed after construction is checked again
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     wm.eval()
