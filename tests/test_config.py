@@ -103,13 +103,14 @@ def test_a_group_file_extends_another_choice(tmp_path, monkeypatch):
 BAD_VALUES = [
     ("guidance.omega=-1", "guidance.omega: expected >= 0, got -1.0"),
     ("guidance.space=z", "guidance.space: unknown space 'z'"),
-    ("policy.eps=1.5", r"policy 'iter3': eps: expected a value in \[0, 1\], got 1.5"),
-    ("policy.mode=chat", "policy 'iter3': mode: unknown mode 'chat'"),
+    ("policy.eps=1.5", r"policy.eps: expected a value in \[0, 1\], got 1.5 \(policy 'iter3'\)"),
+    ("policy.mode=chat", r"policy.mode: expected one of \['score', 'generate'\], got 'chat' \(policy 'iter3'\)"),
+    ("collect.behaviour[1].policy.eps=2", r"collect.behaviour\[1\].policy.eps: expected a value in \[0, 1\], got 2.0"),
     ("fit.max_steps=-3", r"fit.max_steps: expected a number of steps >= 0 \(0 = no limit\), got -3"),
     ("fit.max_minutes=0", "fit.max_minutes: expected a wall-clock cap > 0, got 0.0"),
     ("fit.encoder_share=1.5", r"fit.encoder_share: expected a value in \[0, 1\], got 1.5"),
-    ("evaluate.simulate.n_rollouts=0", "evaluate.simulate: n_rollouts, batch_size and ci_resamples must be at least 1"),
-    ("evaluate.simulate.horizon=-3", "evaluate.simulate: horizon and max_candidates must be >= 0"),
+    ("evaluate.simulate.n_rollouts=0", "evaluate.simulate.n_rollouts: expected >= 1, got 0"),
+    ("evaluate.simulate.horizon=-3", r"evaluate.simulate.horizon: expected >= 0 \(0 = env.max_steps / no cap\), got -3"),
     ("evaluate.simulate.candidates=nearest", "evaluate.simulate.candidates: unknown rule 'nearest'"),
     ("evaluate.calibration=affine", "evaluate.calibration: expected one of .*got 'affine'"),
     ("projector.max_candidates=1", r"projector.max_candidates: expected 0 \(all\) or at least 2, got 1"),
@@ -135,9 +136,9 @@ def test_a_bad_value_fails_every_command_before_any_work(tmp_path, capsys):
 @pytest.mark.parametrize(
     "override,message",
     [
-        ("collect.n_episodes=0", "collect: n_episodes and n_envs must be at least 1, got 0"),
-        ("collect.n_envs=0", "collect: n_episodes and n_envs must be at least 1, got 600, 0"),
-        ("ground_truth.n_episodes=0", "ground_truth: n_episodes and n_envs must be at least 1, got 0"),
+        ("collect.n_episodes=0", "collect.n_episodes: expected >= 1, got 0"),
+        ("collect.n_envs=0", "collect.n_envs: expected >= 1, got 0"),
+        ("ground_truth.n_episodes=0", "ground_truth.n_episodes: expected >= 1, got 0"),
     ],
 )
 def test_sizes_of_logs_and_ground_truth_must_be_positive(override, message):

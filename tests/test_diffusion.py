@@ -68,9 +68,9 @@ def test_sampler_is_deterministic_for_a_seed():
 
 
 def test_bad_sampler_settings_are_named():
-    with pytest.raises(ValueError, match="sampler.method: unknown method 'euler'"):
+    with pytest.raises(ValueError, match=r"sampler.method: expected one of \['ddim', 'ddpm'\], got 'euler'"):
         DiffusionSampler(SamplerConfig(method="euler"))
-    with pytest.raises(ValueError, match=r"sampler.steps: expected 1..100, got 0"):
+    with pytest.raises(ValueError, match=r"sampler.steps: expected 1..100 \(world_model.sampler.train_steps\), got 0"):
         DiffusionSampler(SamplerConfig(steps=0))
     with pytest.raises(ValueError, match="diffusion.schedule: unknown schedule 'sqrt'"):
         alpha_bar("sqrt", 10)

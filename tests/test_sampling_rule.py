@@ -70,5 +70,5 @@ def test_the_rule_is_differentiable_in_the_scores():
 
 
 def test_an_eps_outside_the_unit_interval_is_a_named_error():
-    with pytest.raises(ValueError, match=r"policy 'p': eps: expected a value in \[0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"eps: expected a value in \[0, 1\], got 1.5 \(policy 'p'\)"):
         dataclasses.replace(PolicyConfig(name="p"), eps=1.5)

@@ -114,10 +114,38 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# what each command writes: checked (kind, writable folder) before any work
+_FILES, _DIRS = "file", "dir"
+OUTPUTS = {
+    "train-agent": [("agent.dir", _DIRS)],
+    "collect": [("collect.out", _FILES)],
+    "ground-truth": [("ground_truth.out", _FILES)],
+    "fit": [("run.fit", _DIRS)],
+    "project": [("project.dir", _DIRS)],
+    "evaluate": [("evaluate.out", _FILES), ("project.dir", _DIRS)],
+    "ope": [("ope.out", _FILES)],
+    "benchmark": [("benchmark.out", _DIRS)],
+}
+OUTPUTS["quickstart"] = [
+    *(o for c in ("train-agent", "collect", "ground-truth", "fit", "evaluate", "ope") for o in OUTPUTS[c]),
+    ("run.dir", _DIRS),
+]
+
+
+def _check_outputs(command: str, cfg) -> None:
+    from omegaconf import OmegaConf
+
+    from adwm.runtime.paths import check_output_dir, check_output_file
+
+    for key, kind in OUTPUTS.get(command, []):
+        (check_output_file if kind == _FILES else check_output_dir)(OmegaConf.select(cfg, key), key)
+
+
 def _run(command: str, overrides: list[str]) -> None:
     from adwm.config import ConfigError, load_config, to_object
 
     cfg = load_config(overrides, command)
+    _check_outputs(command, cfg)
     if command == "config":
         from omegaconf import OmegaConf
 
@@ -192,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
             _run(args.command, args.overrides)
     except (ConfigError, LogFormatError, FileNotFoundError, ValueError, RuntimeError) as err:
         print(f"adwm {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a full disk, a permission changed while running: name the file, keep what exists
+        where = f"'{err.filename}': " if err.filename else ""
+        print(f"adwm {args.command}: error: {where}{err.strerror or err}", file=sys.stderr)
         return 2
     return 0
 

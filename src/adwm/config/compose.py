@@ -20,10 +20,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, InterpolationKeyError, OmegaConfBaseException
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, InterpolationKeyError, OmegaConfBaseException
 
 from adwm.config.schema import AppConfig
+from adwm.runtime.checks import safe_name
 
 GROUPS = ("env", "agent", "policy", "collect", "family", "ground_truth", "encoder", "trainer", "logger")
 
@@ -107,6 +108,11 @@ def _split_overrides(overrides: list[str]) -> tuple[str | None, dict[str, str], 
         if "=" not in item:
             raise ConfigError(f"command line: override '{item}' is not of the form key=value")
         key, value = item.split("=", 1)
+        if key == "experiment" or key in GROUPS:
+            try:
+                safe_name(value, f"command line: {key}")
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
         if key == "experiment":
             experiment = value
         elif key in GROUPS:
@@ -146,12 +152,8 @@ def load_config(overrides: list[str] | None = None, command: str = "config") -> 
             cfg = _merge(cfg, delta, str(path), prefix=group)
     if exp_delta is not None:
         cfg = _merge(cfg, exp_delta, str(root / "experiment" / f"{experiment}.yaml"))
-    if dotlist:
-        try:
-            cli = OmegaConf.from_dotlist(dotlist)
-        except OmegaConfBaseException as err:
-            raise ConfigError(f"command line: cannot parse overrides: {str(err).splitlines()[0]}") from None
-        cfg = _merge(cfg, cli, "command line")
+    for item in dotlist:
+        cfg = _override(cfg, item)
     try:
         OmegaConf.resolve(cfg)
     except OmegaConfBaseException as err:
@@ -162,8 +164,64 @@ def load_config(overrides: list[str] | None = None, command: str = "config") -> 
     try:  # every dataclass checks its own values: every command rejects a bad value the same way, before any work
         OmegaConf.to_object(cfg)
     except ValueError as err:
-        raise ConfigError(str(err).splitlines()[0]) from None
+        raise ConfigError(_located(cfg, str(err).splitlines()[0])) from None
     return cfg
+
+
+def _override(cfg: DictConfig, item: str) -> DictConfig:
+    """Apply one `a.b=value` (or `a.b[0].c=value`: an element of a list) from the command line."""
+    key, value = item.split("=", 1)
+    try:
+        parsed = OmegaConf.from_dotlist([f"value={value}"])["value"]
+        if "[" not in key:
+            return _merge(cfg, OmegaConf.from_dotlist([item]), "command line")
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"command line: cannot parse override '{item}': {str(err).splitlines()[0]}") from None
+    # a list element: OmegaConf.update walks into the list (a dotlist merge would replace it by a mapping)
+    parent = key.rsplit("[", 1)[0]
+    try:
+        OmegaConf.update(cfg, key, parsed, merge=True)
+    except (ConfigKeyError, ConfigAttributeError):
+        raise ConfigError(
+            f"command line: unknown config key '{key}'; allowed keys here: {_allowed_keys(cfg, key)}"
+        ) from None
+    except OmegaConfBaseException as err:
+        node = OmegaConf.select(cfg, parent, default=None)
+        if isinstance(node, ListConfig):
+            n = len(node)
+            raise ConfigError(
+                f"command line: config key '{key}': {str(err).splitlines()[0]} (the list '{parent}' has {n} "
+                f"entries, indices 0..{n - 1})"
+            ) from None
+        raise ConfigError(f"command line: config key '{key}': {str(err).splitlines()[0]}") from None
+    return cfg
+
+
+def _located(cfg: DictConfig, message: str) -> str:
+    """`message` of a dataclass check, prefixed with the dotted key of the node that raised it when the
+    message does not name it already (a policy inside `collect.behaviour[0]` does not know where it is)."""
+    path = _failing_node(cfg, "")
+    first = message.split(":", 1)[0]
+    if path and not first.startswith(path.split("[")[0].split(".")[0]):
+        return f"{path}.{message}"
+    return message
+
+
+def _failing_node(node: Any, path: str) -> str | None:
+    """The dotted key of the deepest node of `node` whose dataclass rejects its values."""
+    children = node.items() if isinstance(node, DictConfig) else enumerate(node) if isinstance(node, ListConfig) else []
+    for key, child in children:
+        if isinstance(child, DictConfig | ListConfig):
+            sub = f"{path}[{key}]" if isinstance(node, ListConfig) else f"{path}.{key}" if path else str(key)
+            found = _failing_node(child, sub)
+            if found is not None:
+                return found
+    if isinstance(node, DictConfig) and OmegaConf.get_type(node) is not dict:
+        try:
+            OmegaConf.to_object(node)
+        except ValueError:
+            return path
+    return None
 
 
 def to_object(node: DictConfig) -> Any:

@@ -18,6 +18,7 @@ from adwm.guidance.composed import GuidanceConfig
 from adwm.models.projector import ProjectorConfig
 from adwm.models.world_model import WorldModelConfig
 from adwm.policies.config import PolicyConfig
+from adwm.runtime.checks import require, safe_name
 from adwm.runtime.trainer import LoggerConfig, TrainerConfig
 from adwm.stages.collect import CollectConfig
 from adwm.stages.evaluate import EvaluateConfig
@@ -52,6 +53,15 @@ class BenchmarkConfig:
     ci_resamples: int = 2000  # bootstrap resamples of each metric's mean over seeds (unit: seed)
     ci_level: float = 0.95
     report: str | None = None  # also copy the table here (e.g. docs/results/<cell>.md)
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.cells]
+        for k, name in enumerate(names):
+            safe_name(name, f"benchmark.cells[{k}].name")
+        require(len(set(names)) == len(names), "benchmark.cells", names, "unique cell names")
+        require(bool(self.seeds), "benchmark.seeds", self.seeds, "at least one seed")
+        require(self.ci_resamples >= 1, "benchmark.ci_resamples", self.ci_resamples, ">= 1")
+        require(0 < self.ci_level < 1, "benchmark.ci_level", self.ci_level, "a value in (0, 1)")
 
 
 @dataclass
@@ -91,3 +101,14 @@ class AppConfig:
     ground_truth: GroundTruthConfig = field(default_factory=GroundTruthConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+
+    def __post_init__(self) -> None:
+        safe_name(self.experiment, "experiment")
+        require(self.workers >= 0, "workers", self.workers, "0 (one per CPU core) or a number of processes >= 1")
+        # `adwm project` trains the projectors `adwm evaluate` reads: both must read one world model
+        require(
+            self.evaluate.world_model == self.project.world_model,
+            "evaluate.world_model",
+            self.evaluate.world_model,
+            f"the world model the projectors are trained on, project.world_model ({self.project.world_model})",
+        )

@@ -21,6 +21,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from adwm.data.schema import Episode, LogFormatError, read_episodes
+from adwm.runtime.checks import at_least, require
 
 
 @dataclass
@@ -31,6 +32,11 @@ class DataConfig:
     # milestone only the first time, so whether the goal object was taken before must be in view
     batch_size: int = 64
     num_workers: int = 0  # samples are small index tuples; worker processes cost more than they save
+
+    def __post_init__(self) -> None:
+        require(0 <= self.val_fraction < 1, "data.val_fraction", self.val_fraction, "a share in [0, 1)")
+        at_least(self, "data", 1, ("history", "batch_size"))
+        at_least(self, "data", 0, ("num_workers",))
 
 
 class _Transitions(Dataset):
@@ -45,12 +51,9 @@ class _Transitions(Dataset):
 
 
 class TrajectoryDataModule(L.LightningDataModule):
-    def __init__(self, cfg: DataConfig, seed: int = 0) -> None:
+    def __init__(self, cfg: DataConfig, seed: int = 0, env: str | None = None) -> None:
         super().__init__()
-        if not 0.0 <= cfg.val_fraction < 1.0:
-            raise ValueError(f"data.val_fraction: expected a value in [0, 1), got {cfg.val_fraction}")
-        if cfg.history < 1:
-            raise ValueError(f"data.history: expected at least 1, got {cfg.history}")
+        self.env = env  # the environment the log must come from (None: any)
         self.cfg, self.seed = cfg, seed
         self.observations: list[str] = []
         self.actions: list[str] = []
@@ -62,7 +65,7 @@ class TrajectoryDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_items:
             return
-        episodes = read_episodes(self.cfg.log)
+        episodes = read_episodes(self.cfg.log, env=self.env)
         obs_index: dict[str, int] = {}
         act_index: dict[str, int] = {}
         task_index: dict[str, int] = {}

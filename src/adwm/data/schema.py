@@ -126,16 +126,29 @@ def parse_episode(line: str, where: str, privileged: bool = False) -> Episode:
     )
 
 
-def read_episodes(path: str | Path, privileged: bool = False) -> list[Episode]:
-    """All episodes of a JSONL log; the first bad line raises `LogFormatError` naming file:line and field."""
+def read_episodes(path: str | Path, privileged: bool = False, env: str | None = None) -> list[Episode]:
+    """All episodes of a JSONL log; the first bad line raises `LogFormatError` naming file:line and field.
+    `env`: the environment every episode must come from (a log of another world is refused, not used)."""
     path = Path(path)
+    if path.is_dir():
+        raise LogFormatError(f"episode log '{path}' is a folder; expected a JSONL file of episodes")
     if not path.is_file():
         raise FileNotFoundError(f"episode log '{path}' does not exist")
     episodes = []
-    with path.open() as f:
-        for n, line in enumerate(f, start=1):
+    with path.open("rb") as f:
+        for n, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise LogFormatError(f"{path}:{n}: not UTF-8 text (byte {err.start}); expected JSON lines") from None
             if line.strip():
-                episodes.append(parse_episode(line, f"{path}:{n}", privileged))
+                ep = parse_episode(line, f"{path}:{n}", privileged)
+                if env is not None and ep.env != env:
+                    raise LogFormatError(
+                        f"{path}:{n}: field 'env': the episode comes from '{ep.env}', the configured environment "
+                        f"is '{env}' (env.name); a world model or baseline of one world cannot use another's log"
+                    )
+                episodes.append(ep)
     if not episodes:
         raise LogFormatError(f"{path}: no episodes (the file is empty)")
     return episodes

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from adwm.encoders.pooling import LatentPool
+from adwm.runtime.checks import at_least, require
 
 
 @dataclass
@@ -22,6 +23,23 @@ class EncoderConfig:
     d_model: int = 64  # tiny: width; the encoder runs on ~160 texts per step, so width sets the step time
     layers: int = 2  # tiny
     heads: int = 4
+
+    def __post_init__(self) -> None:
+        at_least(
+            self, "encoder", 1, ("n_latents", "d_latent", "max_tokens", "vocab_size", "d_model", "layers", "heads")
+        )
+        require(
+            self.d_model % self.heads == 0,
+            "encoder.heads",
+            self.heads,
+            f"a divisor of encoder.d_model ({self.d_model})",
+        )
+        require(
+            self.d_latent % self.heads == 0,
+            "encoder.heads",
+            self.heads,
+            f"a divisor of encoder.d_latent ({self.d_latent})",
+        )
 
 
 LENGTH_BUCKETS = 3  # passes over length-sorted texts in one forward (1 = one padded batch)

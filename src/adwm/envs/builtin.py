@@ -15,8 +15,12 @@ from adwm.envs.base import Reset, Step
 from adwm.envs.builtin_generate import GenerationConfig, generate
 from adwm.envs.builtin_solver import solve
 from adwm.envs.builtin_world import (
+    CONTAINER_NAMES,
     INVENTORY,
+    KEY_NAMES,
     LOCKED,
+    OBJECT_NAMES,
+    ROOM_NAMES,
     Action,
     Layout,
     State,
@@ -26,6 +30,7 @@ from adwm.envs.builtin_world import (
     success,
     transition,
 )
+from adwm.runtime.checks import in_range, require
 
 
 @dataclass
@@ -39,6 +44,45 @@ class BuiltinEnvConfig:
     min_gold_steps: int = 4  # tasks shorter than this do not separate good agents from bad
     max_gold_steps: int = 15
     progress_reward: float = 0.5  # share of the return paid for milestones before success
+
+    def __post_init__(self) -> None:
+        p = "env.builtin"
+        require(
+            2 <= self.min_rooms <= self.max_rooms, f"{p}.min_rooms", self.min_rooms, f"2..max_rooms ({self.max_rooms})"
+        )
+        require(self.max_rooms <= len(ROOM_NAMES), f"{p}.max_rooms", self.max_rooms, f"<= {len(ROOM_NAMES)} room names")
+        require(
+            self.locked_door_prob == 0 or self.max_rooms - 1 <= len(KEY_NAMES),
+            f"{p}.max_rooms",
+            self.max_rooms,
+            f"<= {len(KEY_NAMES) + 1} while doors can be locked (locked_door_prob > 0): every locked door "
+            f"needs its own key and there are {len(KEY_NAMES)} key names",
+        )
+        require(
+            1 <= self.max_containers <= len(CONTAINER_NAMES),
+            f"{p}.max_containers",
+            self.max_containers,
+            f"1..{len(CONTAINER_NAMES)}",
+        )
+        require(
+            0 <= self.max_distractors < len(OBJECT_NAMES),
+            f"{p}.max_distractors",
+            self.max_distractors,
+            f"0..{len(OBJECT_NAMES) - 1}",
+        )
+        in_range(self, p, ("locked_door_prob", "closed_door_prob", "progress_reward"))
+        require(
+            self.locked_door_prob + self.closed_door_prob <= 1,
+            f"{p}.closed_door_prob",
+            self.closed_door_prob,
+            f"<= 1 - locked_door_prob ({1 - self.locked_door_prob:g})",
+        )
+        require(
+            1 <= self.min_gold_steps <= self.max_gold_steps,
+            f"{p}.min_gold_steps",
+            self.min_gold_steps,
+            f"1..max_gold_steps ({self.max_gold_steps})",
+        )
 
 
 class BuiltinEnv:

@@ -9,6 +9,7 @@ from adwm.envs.base import TextEnv
 from adwm.envs.builtin import BuiltinEnv, BuiltinEnvConfig
 from adwm.envs.scienceworld import ScienceWorldConfig, ScienceWorldEnv
 from adwm.envs.textworld import TextWorldConfig, TextWorldEnv
+from adwm.runtime.checks import at_least, one_of, require
 
 
 @dataclass
@@ -19,6 +20,11 @@ class EnvConfig:
     builtin: BuiltinEnvConfig = field(default_factory=BuiltinEnvConfig)
     scienceworld: ScienceWorldConfig = field(default_factory=ScienceWorldConfig)
     textworld: TextWorldConfig = field(default_factory=TextWorldConfig)
+
+    def __post_init__(self) -> None:
+        one_of(self.name, "env.name", ENVS)
+        at_least(self, "env", 1, ("max_steps",))
+        require(0 < self.gamma <= 1, "env.gamma", self.gamma, "a discount in (0, 1]")
 
 
 ENVS: dict[str, Callable[[EnvConfig], TextEnv]] = {

@@ -9,7 +9,6 @@ and a rerun skips the policies already measured with the same settings.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -26,8 +25,9 @@ from adwm.evaluation.family import family_policies
 from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
 from adwm.policies.loading import model_fingerprint
-from adwm.runtime.atomic import update_json
+from adwm.runtime.atomic import read_json, update_json
 from adwm.runtime.cache import entry_matches
+from adwm.runtime.checks import at_least
 from adwm.runtime.parallel import run_jobs
 
 
@@ -39,10 +39,8 @@ class GroundTruthConfig:
     out: str = "${run.root}/ground_truth/ground_truth.json"
 
     def __post_init__(self) -> None:
-        if self.n_episodes < 1 or self.n_envs < 1:
-            raise ValueError(
-                f"ground_truth: n_episodes and n_envs must be at least 1, got {self.n_episodes}, {self.n_envs}"
-            )
+        at_least(self, "ground_truth", 1, ("n_episodes", "n_envs"))
+        at_least(self, "ground_truth", 0, ("seed_offset",))
 
 
 def _keep(store: dict[int, Episode], ep: Episode) -> None:
@@ -55,7 +53,7 @@ def true_values(path: str | Path, names: list[str]) -> list[float] | None:
     path = Path(path)
     if not path.is_file():
         return None
-    measured = json.loads(path.read_text())
+    measured = read_json(path)
     return [measured[n]["J"] for n in names] if all(n in measured for n in names) else None
 
 
@@ -70,7 +68,7 @@ def ground_truth(
 ) -> dict[str, dict]:
     """{policy name: {J, se, n, returns, mean_length, seconds}}; resumable per policy."""
     out = Path(cfg.out)
-    results: dict[str, dict] = json.loads(out.read_text()) if out.is_file() else {}
+    results: dict[str, dict] = read_json(out) if out.is_file() else {}
     for k, pcfg in enumerate(policies):
         settings = {
             "n_episodes": cfg.n_episodes,

@@ -50,8 +50,11 @@ class GuidanceConfig:
         for key in ("omega", "eta", "clip"):
             if getattr(self, key) < 0:
                 raise ValueError(f"guidance.{key}: expected >= 0, got {getattr(self, key)}")
-        if self.steps < 0:
-            raise ValueError(f"guidance.steps: expected a number of reverse steps >= 0, got {self.steps}")
+        if self.steps < 0 or (self.steps == 0 and self.eta > 0):
+            raise ValueError(
+                f"guidance.steps: expected a number of reverse steps >= 1 (continuation guidance is on: eta="
+                f"{self.eta}; eta=0 turns it off), got {self.steps}"
+            )
 
 
 def guided_eps_fn(

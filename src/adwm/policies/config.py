@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adwm.policies.prompt import DEFAULT_TEMPLATE
+from adwm.runtime.checks import at_least, in_range, one_of
 
 POLICY_KINDS = ("llm", "uniform")
 MODES = ("score", "generate")
@@ -30,14 +31,14 @@ class PolicyConfig:
     batch_states: int = 64  # states per forward pass; bounds memory
 
     def __post_init__(self) -> None:
-        where = f"policy '{self.name}'"
-        if self.kind not in POLICY_KINDS:
-            raise ValueError(f"{where}: kind: unknown kind '{self.kind}'; choose from {list(POLICY_KINDS)}")
-        if self.mode not in MODES:
-            raise ValueError(f"{where}: mode: unknown mode '{self.mode}'; choose from {sorted(MODES)}")
-        if self.temperature < 0:
-            raise ValueError(f"{where}: temperature: expected >= 0, got {self.temperature}")
-        if not 0.0 <= self.eps <= 1.0:
-            raise ValueError(f"{where}: eps: expected a value in [0, 1], got {self.eps}")
-        if self.history_turns < 0 or self.max_new_tokens < 1 or self.batch_states < 1:
-            raise ValueError(f"{where}: history_turns >= 0, max_new_tokens >= 1 and batch_states >= 1 expected")
+        # a policy does not know where it sits in the config (`policy`, `collect.behaviour[0].policy`, ...):
+        # its messages start with the field and name the policy; adwm.config prefixes the dotted path
+        try:
+            one_of(self.kind, "kind", POLICY_KINDS)
+            one_of(self.mode, "mode", MODES)
+            one_of(self.dtype, "dtype", ("float32", "float16", "bfloat16"))
+            at_least(self, "", 0, ("temperature", "history_turns"))
+            in_range(self, "", ("eps",))
+            at_least(self, "", 1, ("max_new_tokens", "batch_states"))
+        except ValueError as err:
+            raise ValueError(f"{err} (policy '{self.name}')") from None

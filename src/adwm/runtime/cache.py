@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.atomic import atomic_write_json, read_json
 
 
 def as_json(settings: Any) -> Any:
@@ -36,7 +36,7 @@ class StageRecord:
 
     def load(self) -> dict | None:
         """The stored record, or None when there is none."""
-        return json.loads(self.path.read_text()) if self.path.is_file() else None
+        return read_json(self.path) if self.path.is_file() else None
 
     def matches(self, settings: Any) -> bool:
         """Every output exists and was made with `settings`."""

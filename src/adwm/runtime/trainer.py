@@ -13,6 +13,8 @@ import lightning as L
 from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
+from adwm.runtime.checks import at_least, one_of
+
 LOGGERS = ("none", "csv", "wandb")
 
 
@@ -28,6 +30,11 @@ class TrainerConfig:
     # fits of one log on two threads differ; docs/decisions.md: deterministic training)
     deterministic: bool = True
 
+    def __post_init__(self) -> None:
+        one_of(self.accelerator, "trainer.accelerator", ("cpu", "gpu", "cuda", "mps", "auto"))
+        at_least(self, "trainer", 1, ("devices", "log_every_n_steps"))
+        at_least(self, "trainer", 0, ("num_threads",), "0 = torch's default")
+
 
 @dataclass
 class LoggerConfig:
@@ -37,6 +44,10 @@ class LoggerConfig:
     entity: str | None = None
     group: str | None = None  # W&B run group (grids set it to the grid name)
     tags: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        one_of(self.name, "logger.name", LOGGERS)
+        one_of(self.mode, "logger.mode", ("offline", "online", "disabled"))
 
 
 def build_logger(cfg: LoggerConfig, run_dir: Path, run_name: str, hparams: dict[str, Any]) -> Logger | bool:

@@ -22,6 +22,7 @@ from adwm.models.history import Window
 from adwm.models.world_model.protocol import WorldModel
 from adwm.policies.config import PolicyConfig
 from adwm.policies.sampling import action_log_probs
+from adwm.runtime.checks import at_least, require
 from adwm.simulation.readers import LatentReader
 
 CANDIDATE_RULES = ("retrieval", "sample", "threshold")
@@ -51,16 +52,9 @@ class SimulateConfig:
             raise ValueError(
                 f"evaluate.simulate.candidates: unknown rule '{self.candidates}'; choose from {list(CANDIDATE_RULES)}"
             )
-        if self.n_rollouts < 1 or self.batch_size < 1 or self.ci_resamples < 1:
-            raise ValueError(
-                "evaluate.simulate: n_rollouts, batch_size and ci_resamples must be at least 1, got "
-                f"{self.n_rollouts}, {self.batch_size}, {self.ci_resamples}"
-            )
-        if self.horizon < 0 or self.max_candidates < 0:
-            raise ValueError(
-                f"evaluate.simulate: horizon and max_candidates must be >= 0 (0 = default / no cap), got "
-                f"{self.horizon}, {self.max_candidates}"
-            )
+        at_least(self, "evaluate.simulate", 1, ("n_rollouts", "batch_size", "ci_resamples"))
+        at_least(self, "evaluate.simulate", 0, ("horizon", "max_candidates"), "0 = env.max_steps / no cap")
+        require(0 < self.ci_level < 1, "evaluate.simulate.ci_level", self.ci_level, "a value in (0, 1)")
         if not 0 < self.ci_level < 1:
             raise ValueError(f"evaluate.simulate.ci_level: expected a value in (0, 1), got {self.ci_level}")
 

@@ -27,6 +27,7 @@ from adwm.policies.factory import build_policy
 from adwm.policies.loading import model_fingerprint
 from adwm.runtime.atomic import atomic_write_json
 from adwm.runtime.cache import StageRecord
+from adwm.runtime.checks import at_least, require
 
 
 @dataclass
@@ -46,13 +47,13 @@ class CollectConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.n_episodes < 1 or self.n_envs < 1:
-            raise ValueError(f"collect: n_episodes and n_envs must be at least 1, got {self.n_episodes}, {self.n_envs}")
+        at_least(self, "collect", 1, ("n_episodes", "n_envs"))
+        at_least(self, "collect", 0, ("seed_offset",))
         weights = [b.weight for b in self.behaviour]
-        if not weights:
-            raise ValueError("collect.behaviour: expected at least one behaviour agent")
-        if min(weights) < 0 or sum(weights) <= 0:
-            raise ValueError(f"collect.behaviour: weights must be >= 0 with a positive sum, got {weights}")
+        require(bool(weights), "collect.behaviour", weights, "at least one behaviour agent")
+        for k, w in enumerate(weights):
+            require(w >= 0, f"collect.behaviour[{k}].weight", w, ">= 0")
+        require(sum(weights) > 0, "collect.behaviour", weights, "weights with a positive sum")
 
 
 def repair_and_scan(path: Path) -> set[int]:

@@ -28,7 +28,7 @@ from adwm.policies.config import PolicyConfig
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
 from adwm.policies.sampling import uses_model
-from adwm.runtime.atomic import atomic_write_json, update_json
+from adwm.runtime.atomic import atomic_write_json, read_json, update_json
 from adwm.runtime.cache import entry_matches
 from adwm.runtime.parallel import run_jobs
 from adwm.simulation.calibration import check_calibration, fit_calibration, logged_values
@@ -137,7 +137,7 @@ def _policies(cfg: DictConfig, ecfg: EvaluateConfig) -> tuple[list, list, dict]:
     logged, behaviour = {}, []
     if ecfg.calibration != "none":
         log = OmegaConf.to_object(cfg.data).log
-        logged = logged_values(read_episodes(log), cfg.env.gamma)
+        logged = logged_values(read_episodes(log, env=cfg.env.name), cfg.env.gamma)
         behaviour = behaviour_policies(cfg, logged, log)
     return family, behaviour, logged
 
@@ -157,7 +157,7 @@ _LOADED: dict = {}  # this process's world model, data and agents' score cache, 
 def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
     key = (str(wm_path), wm_path.stat().st_mtime_ns, json.dumps(OmegaConf.to_container(cfg.data)), cfg.seed)
     if _LOADED.get("key") != key:
-        dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed)
+        dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed, cfg.env.name)
         dm.setup()
         wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu").eval()
         _LOADED.clear()
@@ -188,7 +188,7 @@ def pending_simulations(cfg: DictConfig) -> list[tuple[str, str]]:
     wm_path = _world_model_path(ecfg)
     family, behaviour, _ = _policies(cfg, ecfg)
     out = Path(ecfg.out)
-    results: dict = json.loads(out.read_text()) if out.is_file() else {}
+    results: dict = read_json(out) if out.is_file() else {}
     pending = [
         (group, p)
         for group, ps in (("estimates", family), ("behaviour", behaviour))
@@ -237,17 +237,20 @@ def evaluate(cfg: DictConfig) -> Path:
     jobs = [("estimates", p, f"{k + 1}/{len(family)}") for k, p in enumerate(family)]
     jobs += [("behaviour", p, f"behaviour {k + 1}/{len(behaviour)}") for k, p in enumerate(behaviour)]
     for group, pcfg, tag in jobs:
-        results: dict = json.loads(out.read_text()) if out.is_file() else {}
+        results: dict = read_json(out) if out.is_file() else {}
         if not _simulated(results, group, pcfg, _policy_settings(cfg, ecfg, wm_path, pcfg)):
             _simulate(cfg, ecfg, wm_path, group, pcfg, tag)
-    results = json.loads(out.read_text())
+    results = read_json(out)
     for store in (results["estimates"], results.get("behaviour", {})):
         for done in store.values():
             if "J_hat_sim" not in done:  # written before calibration existed: J_hat was the simulated value
                 done["J_hat_sim"], done["ci_sim"] = done["J_hat"], done["ci"]
-    names = [p.name for p in family]
-    estimates = results["estimates"] = {n: results["estimates"][n] for n in names}
-    results["behaviour"] = {p.name: {**results["behaviour"][p.name], "logged": logged[p.name]} for p in behaviour}
+    # results only grow: entries of policies another run estimated into this file stay; `family` names this
+    # run's policies, the ones its calibration and metrics are about
+    names = results["family"] = [p.name for p in family]
+    estimates = results["estimates"]
+    for p in behaviour:
+        results["behaviour"][p.name]["logged"] = logged[p.name]
     level = ecfg.simulate.ci_level
     calibration = fit_calibration(ecfg.calibration, behaviour, results["behaviour"], logged, level)
     results["calibration"] = calibration.to_dict()

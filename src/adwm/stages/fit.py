@@ -135,7 +135,7 @@ def fit(cfg: DictConfig) -> Path:
     ckpt_dir = run_dir / "checkpoints"
     last = ckpt_dir / "last.ckpt"
     L.seed_everything(cfg.seed, verbose=False)  # weights, CFG dropout, noise draws: reproducible from the seed
-    dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed)
+    dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed, cfg.env.name)
     dm.setup()
     if fcfg.resume and last.is_file():
         module = WorldModelModule.load_from_checkpoint(last)

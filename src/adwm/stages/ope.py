@@ -10,7 +10,6 @@ a rerun with the same settings skips the policies already estimated.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -39,7 +38,7 @@ from adwm.ope.logged import (
     writing_log_probs,
 )
 from adwm.policies.loading import model_fingerprint
-from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.atomic import atomic_write_json, read_json
 from adwm.runtime.cache import entry_matches
 
 
@@ -95,7 +94,7 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
     behaviour = OmegaConf.to_object(cfg.collect).behaviour
     log = Path(ocfg.log)
     out = Path(ocfg.out)
-    results: dict = json.loads(out.read_text()) if out.is_file() else {}
+    results: dict = read_json(out) if out.is_file() else {}
     done = results.setdefault("estimates", {})
     common = {
         "log": str(log),
@@ -113,7 +112,7 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
             continue
         if ctx is None:
             models = any(e.requires() is not None for e in estimators)
-            ctx = _Context(ocfg, log, cfg.env.gamma, cfg.env.max_steps, Path(ocfg.scores), models)
+            ctx = _Context(ocfg, log, cfg.env.gamma, cfg.env.max_steps, Path(ocfg.scores), models, cfg.env.name)
         start = time.time()
         identical = {b.policy.name for b in behaviour if same_policy(b.policy, pcfg)}
         done[pcfg.name] = {**ctx.estimate(pcfg, estimators, cfg.seed, identical), "settings": settings}
@@ -122,8 +121,9 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
         if progress:
             vals = "  ".join(f"{n}={v['J_hat']:.3f}" for n, v in done[pcfg.name]["estimators"].items())
             print(f"ope [{k + 1}/{len(family)}] {pcfg.name}: {vals}", file=sys.stderr)
-    names = [p.name for p in family]
-    results["estimates"] = {n: done[n] for n in names}
+    # results only grow: entries of policies another run estimated into this file stay; `family` names
+    # this run's policies, the ones the metrics are about
+    names = results["family"] = [p.name for p in family]
     results["resampling_unit"] = "episode"
     j = true_values(cfg.ground_truth.out, names)
     if j is not None:
@@ -137,8 +137,10 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
 class _Context:
     """What every policy shares: the log, its states, features, the DM regression and the score cache."""
 
-    def __init__(self, cfg: OPEConfig, log: Path, gamma: float, horizon: int, folder: Path, models: bool) -> None:
-        episodes = read_episodes(log, privileged=True)
+    def __init__(
+        self, cfg: OPEConfig, log: Path, gamma: float, horizon: int, folder: Path, models: bool, env: str
+    ) -> None:
+        episodes = read_episodes(log, privileged=True, env=env)
         if cfg.max_episodes:
             episodes = episodes[: cfg.max_episodes]
         self.cfg, self.gamma, self.episodes = cfg, gamma, episodes

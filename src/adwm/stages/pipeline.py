@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth_in_workers
 from adwm.evaluation.plots import plot_scatter
-from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.atomic import atomic_write_json, read_json
 from adwm.runtime.parallel import resolve_workers, run_jobs
 from adwm.stages.collect import collect, seconds_spent
 from adwm.stages.evaluate import evaluate_in_workers
@@ -112,10 +112,13 @@ def stage_seconds(
     out["fit"] = (
         json.loads(fit_metrics.read_text()).get("seconds", fit_seconds) if fit_metrics.is_file() else fit_seconds
     )
-    simulated = [*estimates["estimates"].values(), *estimates.get("behaviour", {}).values()]
+    family = estimates.get("family", list(estimates["estimates"]))  # the results files may hold other policies
+    behaviour = [b.policy.name for b in OmegaConf.to_object(cfg.collect).behaviour]
+    simulated = [estimates["estimates"][n] for n in family]
+    simulated += [v for n, v in estimates.get("behaviour", {}).items() if n in behaviour]
     out["project_and_evaluate"] = sum(e.get("seconds", 0.0) for e in simulated)
     if cfg.ope.estimators:
-        out["baselines"] = sum(e.get("seconds", 0.0) for e in baselines["estimates"].values())
+        out["baselines"] = sum(baselines["estimates"][n].get("seconds", 0.0) for n in family)
     return {k: None if v is None else round(float(v), 1) for k, v in out.items()}
 
 
@@ -152,10 +155,10 @@ def quickstart(cfg: DictConfig) -> Path:
 
     t = time.time()  # the projectors, simulations and baselines need only the world model: they share the workers
     also = [("baselines", run_baselines, (job_cfg,))] if cfg.ope.estimators else []
-    estimates = json.loads(evaluate_in_workers(job_cfg, workers, also).read_text())
+    estimates = read_json(evaluate_in_workers(job_cfg, workers, also))
     baselines: dict = {"estimates": {}, "metrics": {}}
     if cfg.ope.estimators:
-        baselines = json.loads(run_baselines(cfg, progress=False).read_text())
+        baselines = read_json(run_baselines(cfg, progress=False))
     timings["estimates_and_baselines"] = round(time.time() - t, 1)
     timings["total"] = round(time.time() - start, 1)
 

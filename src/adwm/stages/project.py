@@ -21,6 +21,7 @@ from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
 from adwm.runtime.atomic import atomic_write_json, file_lock
 from adwm.runtime.cache import StageRecord
+from adwm.runtime.checks import require
 from adwm.runtime.trainer import build_logger, build_trainer, stopped_by_time
 
 
@@ -28,6 +29,9 @@ from adwm.runtime.trainer import build_logger, build_trainer, stopped_by_time
 class ProjectConfig:
     world_model: str = "${run.fit}/checkpoints/last.ckpt"  # the frozen world model the projector reads
     dir: str = "${run.root}/project"  # one projector per agent backbone under here
+
+    def __post_init__(self) -> None:
+        require(bool(self.world_model), "project.world_model", self.world_model, "a world-model checkpoint path")
 
 
 def backbone_key(policy_model: str) -> str:
@@ -103,7 +107,7 @@ def _train(cfg: DictConfig, pcfg, proj_cfg: ProjectorConfig, wm_path: Path, out_
     L.seed_everything(cfg.seed, verbose=False)
     wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu")
     policy = LLMPolicy(pcfg, "policy")
-    dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed)
+    dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed, cfg.env.name)
     dm.setup()
     train, val = dm.agent_states("train"), dm.agent_states("val")
     if not train:

@@ -28,6 +28,7 @@ from adwm.policies.config import PolicyConfig
 from adwm.policies.loading import load_causal_lm
 from adwm.policies.tiny import TinyModelConfig, make_tiny_llama
 from adwm.runtime.cache import StageRecord
+from adwm.runtime.checks import at_least, in_range, require, safe_name
 from adwm.runtime.trainer import LoggerConfig, TrainerConfig, build_logger, build_trainer
 
 
@@ -68,6 +69,17 @@ class AgentConfig:
             "iter3": AgentVariant(episodes=600, steps=500),
         }
     )
+
+    def __post_init__(self) -> None:
+        safe_name(self.name, "agent.name")
+        for name, v in self.variants.items():
+            safe_name(name, f"agent.variants.{name}")
+            at_least(v, f"agent.variants.{name}", 1, ("episodes", "steps", "lora_rank"))
+            in_range(v, f"agent.variants.{name}", ("noise",))
+        require(self.lr > 0, "agent.lr", self.lr, "> 0")
+        at_least(self, "agent", 0, ("weight_decay", "warmup_steps", "seed_offset"))
+        at_least(self, "agent", 1, ("batch_size",))
+        require(0 <= self.val_fraction < 1, "agent.val_fraction", self.val_fraction, "a share in [0, 1)")
 
 
 def variant_prompt(spec: AgentVariant, prompt: PolicyConfig) -> tuple[str, str]:

@@ -37,6 +37,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from adwm.runtime.atomic import read_json
 from adwm.runtime.cache import StageRecord
 from adwm.sweeps.tables import write_report
 
@@ -157,7 +158,7 @@ def _execute(run: Run, spec: GridSpec) -> dict:
         )
     if proc.returncode != 0:
         raise RuntimeError(f"grid run {run.id} failed (exit {proc.returncode}); see {run.root / 'log.txt'}")
-    summary = json.loads((run.root / "quickstart" / "summary.json").read_text())
+    summary = read_json(run.root / "quickstart" / "summary.json")
     _log_wandb(run, spec, summary)
     record = {"id": run.id, "labels": run.labels, "wall_s": round(time.time() - start, 1)}
     _record(run).save(run.overrides, **record)

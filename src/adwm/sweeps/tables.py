@@ -6,12 +6,11 @@ grid one ADWM row per variant with each baseline once.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 from adwm.evaluation.plots import plot_scatter
-from adwm.runtime.atomic import atomic_write_json, atomic_write_text
+from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json
 from adwm.sweeps.report import (
     TABLE_METRICS,
     aggregate,
@@ -37,7 +36,7 @@ def _rows(spec, runs: list, finished: list[bool]) -> tuple[list, list, list, str
         path = r.root / "quickstart" / "summary.json"
         if not done or not path.is_file():
             continue
-        summary = json.loads(path.read_text())
+        summary = read_json(path)
         combo = "/".join(str(v) for k, v in r.labels.items() if k != "seed") or "default"
         first = first or combo
         key = CELL_AXIS if by_cell else "variant"
