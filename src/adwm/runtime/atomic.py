@@ -118,6 +118,36 @@ def file_lock(path: str | Path) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+class Busy(RuntimeError):
+    """Another process holds the lock of an output (a log, a results file, a run folder)."""
+
+
+@contextmanager
+def exclusive(path: str | Path, what: str) -> Iterator[None]:
+    """Hold `<path>.lock` for the `with` block, or fail at once with `Busy` naming `what` and the process
+    that holds it: one writer per output. The lock dies with its process (even under kill -9)."""
+    path = Path(path)
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise Busy(
+                f"{what} '{path}' is being written by {holder} (lock '{lock}'); wait for it to finish or choose "
+                "another path"
+            ) from None
+        try:
+            f.truncate(0)
+            f.write(f"adwm process {os.getpid()}")
+            f.flush()
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def update_json(path: str | Path, update: Callable[[dict], None]) -> dict:
     """Read the JSON object at `path` ({} if missing), apply `update` to it in place and write it back
     atomically, all under `file_lock(<path>.lock)`, so processes adding their own entries to one file

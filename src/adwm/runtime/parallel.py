@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from adwm.runtime.faults import reached
+
 Job = tuple[str, Callable[..., Any], tuple]  # (label, function, arguments)
+PARENT_ENV = "ADWM_PARENT_PID"  # set for a child `adwm` process (a grid's run): it exits when that pid ends
 
 
 def resolve_workers(workers: int) -> int:
@@ -39,12 +45,43 @@ def quiet_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated.*")
 
 
-def _init_worker(threads: int) -> None:
+def _die_with(parent: int, from_main_thread: bool) -> None:
+    """Exit this worker as soon as `parent` is gone (killed with -9, its pool never tells the workers)."""
+    # the kernel's signal on the parent's death, immediate; it fires when the *thread* that started the
+    # worker ends, so only for pools started from the main thread
+    if sys.platform.startswith("linux") and from_main_thread:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+    watch_parent(parent)
+
+
+def watch_parent(parent: int) -> None:
+    """Exit this process (os._exit: at once, no cleanup) within a second of `parent` ending: a child of a
+    killed process never runs on as an orphan. Everywhere, and for a parent that died before prctl."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="adwm-parent-watch", daemon=True).start()
+
+
+def _init_worker(threads: int, parent: int, from_main_thread: bool) -> None:
     import torch
 
+    _die_with(parent, from_main_thread)
     torch.set_num_threads(threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as the CLI: never fetch weights at run time
     quiet_known_warnings()
+
+
+def _job(fn: Callable[..., Any], args: tuple) -> Any:
+    reached("worker.job")
+    return fn(*args)
 
 
 def run_jobs(jobs: Sequence[Job], workers: int) -> list[Any]:
@@ -55,8 +92,9 @@ def run_jobs(jobs: Sequence[Job], workers: int) -> list[Any]:
     n = min(workers, len(jobs))
     threads = max(1, (os.cpu_count() or 1) // n)
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(n, mp_context=ctx, initializer=_init_worker, initargs=(threads,)) as pool:
-        futures = [pool.submit(fn, *args) for _, fn, args in jobs]
+    init = (threads, os.getpid(), threading.current_thread() is threading.main_thread())
+    with ProcessPoolExecutor(n, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
+        futures = [pool.submit(_job, fn, args) for _, fn, args in jobs]
         results = []
         for (label, _, _), future in zip(jobs, futures):
             try:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
+import torch
 from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 
@@ -78,13 +81,36 @@ def build_logger(cfg: LoggerConfig, run_dir: Path, run_name: str, hparams: dict[
     return logger
 
 
+class RngState(L.Callback):
+    """Saves the torch, numpy and Python random states in each checkpoint and restores them on resume, so
+    that a fit resumed from a checkpoint draws the noise, dropout and shuffles the uninterrupted fit drew.
+    Stored as tensors and plain tuples: checkpoints load with `weights_only=True`."""
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        name, keys, pos, has_gauss, gauss = np.random.get_state()
+        checkpoint["rng_state"] = {
+            "torch": torch.get_rng_state(),
+            "numpy": (name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss),
+            "python": random.getstate(),
+        }
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        state = checkpoint.get("rng_state")
+        if state is None:
+            return
+        torch.set_rng_state(state["torch"])
+        name, keys, pos, has_gauss, gauss = state["numpy"]
+        np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+        version, internal, gauss_next = state["python"]
+        random.setstate((version, tuple(internal), gauss_next))
+
+
 def build_trainer(cfg: TrainerConfig, logger: Logger | bool, run_dir: Path, **kwargs: Any) -> L.Trainer:
     """A Trainer from config; `kwargs` carry per-command settings (max_steps, callbacks...)."""
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # keep device banners and tips off the console
     if cfg.num_threads > 0:
-        import torch
-
         torch.set_num_threads(cfg.num_threads)
+    kwargs["callbacks"] = [*kwargs.get("callbacks", []), RngState()]
     return L.Trainer(
         accelerator=cfg.accelerator,
         devices=cfg.devices,

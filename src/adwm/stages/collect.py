@@ -25,9 +25,10 @@ from adwm.envs.registry import EnvConfig, env_signature, make_env
 from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
 from adwm.policies.loading import model_fingerprint
-from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.atomic import atomic_write_json, exclusive
 from adwm.runtime.cache import StageRecord
 from adwm.runtime.checks import at_least, require
+from adwm.runtime.faults import reached
 
 
 @dataclass
@@ -109,57 +110,55 @@ def _check_settings(out: Path, settings: dict) -> None:
 def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = True) -> Path:
     """Append episodes to `cfg.out` until it holds `cfg.n_episodes`; returns the log path."""
     began = time.time()
-    if not cfg.behaviour:
-        raise ValueError("collect.behaviour: expected at least one behaviour agent")
     names = [b.policy.name for b in cfg.behaviour]
     if len(set(names)) != len(names):
         raise ValueError(f"collect.behaviour: policy names must be unique, got {names}")
-    weights = np.array([b.weight for b in cfg.behaviour], dtype=float)
-    if (weights < 0).any() or weights.sum() <= 0:
-        raise ValueError(f"collect.behaviour: weights must be >= 0 with a positive sum, got {weights.tolist()}")
+    weights = np.array([b.weight for b in cfg.behaviour], dtype=float)  # checked by CollectConfig
     out = Path(cfg.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _check_settings(
-        out,
-        {
-            "behaviour": [asdict(b) for b in cfg.behaviour],
-            "weights": {b.policy.name: model_fingerprint(b.policy.model) for b in cfg.behaviour},
-            "seed": seed,
-            "seed_offset": cfg.seed_offset,
-            "env": env_signature(env_cfg),
-        },
-    )
-    done = repair_and_scan(out)
-    weights = weights / weights.sum()
-    jobs = []
-    for i in range(cfg.n_episodes):
-        if i in done:
-            continue
-        pick = int(np.random.default_rng([seed, i]).choice(len(names), p=weights))
-        jobs.append(EpisodeJob(i, cfg.seed_offset + i, (seed, i, 1), names[pick]))
-    if not jobs:
-        return out
-    needed = {j.policy for j in jobs}
-    policies = {
-        b.policy.name: build_policy(b.policy, f"collect.behaviour[{k}].policy")
-        for k, b in enumerate(cfg.behaviour)
-        if b.policy.name in needed
-    }
-    start, count = time.time(), [0]
-    with out.open("a") as f:
+    with exclusive(out, "the episode log"):  # a second collect on this log fails, not duplicates
+        _check_settings(
+            out,
+            {
+                "behaviour": [asdict(b) for b in cfg.behaviour],
+                "weights": {b.policy.name: model_fingerprint(b.policy.model) for b in cfg.behaviour},
+                "seed": seed,
+                "seed_offset": cfg.seed_offset,
+                "env": env_signature(env_cfg),
+            },
+        )
+        done = repair_and_scan(out)
+        weights = weights / weights.sum()
+        jobs = []
+        for i in range(cfg.n_episodes):
+            if i in done:
+                continue
+            pick = int(np.random.default_rng([seed, i]).choice(len(names), p=weights))
+            jobs.append(EpisodeJob(i, cfg.seed_offset + i, (seed, i, 1), names[pick]))
+        if not jobs:
+            return out
+        needed = {j.policy for j in jobs}
+        policies = {
+            b.policy.name: build_policy(b.policy, f"collect.behaviour[{k}].policy")
+            for k, b in enumerate(cfg.behaviour)
+            if b.policy.name in needed
+        }
+        start, count = time.time(), [0]
+        with out.open("a") as f:
 
-        def write(ep: Episode) -> None:
-            f.write(ep.to_json() + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-            count[0] += 1
-            if progress and (count[0] % 50 == 0 or count[0] == len(jobs)):
-                rate = count[0] / (time.time() - start)
-                print(f"collect: {len(done) + count[0]}/{cfg.n_episodes} episodes ({rate:.1f}/s)", file=sys.stderr)
+            def write(ep: Episode) -> None:
+                f.write(ep.to_json() + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+                count[0] += 1
+                reached("collect.episode")
+                if progress and (count[0] % 50 == 0 or count[0] == len(jobs)):
+                    rate = count[0] / (time.time() - start)
+                    print(f"collect: {len(done) + count[0]}/{cfg.n_episodes} episodes ({rate:.1f}/s)", file=sys.stderr)
 
-        run_episodes(lambda: make_env(env_cfg), policies, jobs, write, cfg.n_envs, record_logprob=True)
-    spent = seconds_spent(out) + time.time() - began  # across resumed runs
-    atomic_write_json(_seconds_path(out), {"seconds": round(spent, 1)})
+            run_episodes(lambda: make_env(env_cfg), policies, jobs, write, cfg.n_envs, record_logprob=True)
+        spent = seconds_spent(out) + time.time() - began  # across resumed runs
+        atomic_write_json(_seconds_path(out), {"seconds": round(spent, 1)})
     return out
 
 

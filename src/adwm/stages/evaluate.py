@@ -28,8 +28,10 @@ from adwm.policies.config import PolicyConfig
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
 from adwm.policies.sampling import uses_model
-from adwm.runtime.atomic import atomic_write_json, read_json, update_json
+from adwm.runtime.atomic import read_json, update_json
 from adwm.runtime.cache import entry_matches
+from adwm.runtime.checkpoints import load_checkpoint
+from adwm.runtime.faults import reached
 from adwm.runtime.parallel import run_jobs
 from adwm.simulation.calibration import check_calibration, fit_calibration, logged_values
 from adwm.simulation.readers import NearestTextReader, SoftTokenReader
@@ -159,7 +161,7 @@ def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
     if _LOADED.get("key") != key:
         dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed, cfg.env.name)
         dm.setup()
-        wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu").eval()
+        wm = load_checkpoint(WorldModelModule, wm_path, "evaluate.world_model").eval()
         _LOADED.clear()
         _LOADED.update(key=key, wm=wm, dm=dm, cache={})  # cache: text scores of logged states, per checkpoint
     return _LOADED
@@ -175,6 +177,7 @@ def _simulate(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, 
     e = estimate_policy(cfg, models["wm"], models["dm"], pcfg, models["cache"])
     entry = {**e, "settings": _policy_settings(cfg, ecfg, wm_path, pcfg)}
     update_json(ecfg.out, lambda stored: stored.setdefault(group, {}).__setitem__(pcfg.name, entry))
+    reached("evaluate.policy")
     print(f"evaluate [{tag}] {pcfg.name}: J_hat_sim={e['J_hat_sim']:.3f} ({e['seconds']}s)", file=sys.stderr)
 
 
@@ -240,7 +243,14 @@ def evaluate(cfg: DictConfig) -> Path:
         results: dict = read_json(out) if out.is_file() else {}
         if not _simulated(results, group, pcfg, _policy_settings(cfg, ecfg, wm_path, pcfg)):
             _simulate(cfg, ecfg, wm_path, group, pcfg, tag)
-    results = read_json(out)
+    update_json(out, lambda results: _finalize(results, cfg, ecfg, family, behaviour, logged))
+    return out
+
+
+def _finalize(
+    results: dict, cfg: DictConfig, ecfg: EvaluateConfig, family: list, behaviour: list, logged: dict
+) -> None:
+    """Calibration and metrics of this run's family, written into the results file under its lock."""
     for store in (results["estimates"], results.get("behaviour", {})):
         for done in store.values():
             if "J_hat_sim" not in done:  # written before calibration existed: J_hat was the simulated value
@@ -268,5 +278,3 @@ def evaluate(cfg: DictConfig) -> Path:
     if j is not None:
         results["metrics"] = family_metrics(j, [estimates[n]["J_hat"] for n in names])
         results["metrics_sim"] = family_metrics(j, [estimates[n]["J_hat_sim"] for n in names])
-    atomic_write_json(out, results)
-    return out

@@ -6,19 +6,21 @@ import dataclasses
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.models.world_model import PROPOSALS, WorldModelModule
 from adwm.models.world_model.diagnostics import set_metrics
 from adwm.models.world_model.replay import RolloutHeadsConfig, refit_transition_heads
-from adwm.runtime.atomic import atomic_write_json
-from adwm.runtime.cache import StageRecord
+from adwm.runtime.atomic import atomic_write_json, exclusive
+from adwm.runtime.cache import StageRecord, as_json
+from adwm.runtime.checkpoints import load_checkpoint
+from adwm.runtime.faults import reached
 from adwm.runtime.trainer import build_logger, build_trainer, stopped_by_time
 
 
@@ -30,8 +32,10 @@ class FitConfig:
     max_steps: int = 1400  # optimiser steps (0 = no step limit)
     max_epochs: int = 200
     max_minutes: float = 30.0  # wall-clock cap; the last checkpoint is kept
-    resume: bool = False  # continue from <run.dir>/checkpoints/last.ckpt
-    checkpoint_every_n_steps: int = 100  # a kill loses at most this many steps
+    # continue from <run.dir>/checkpoints/last.ckpt, saved at the end of every epoch (a kill loses at most
+    # one epoch); refused when the checkpoint was made from other settings or data. Resuming at an epoch
+    # boundary gives the model the uninterrupted fit gives (decisions.md: fit resume)
+    resume: bool = False
     # 0: the held-out batches are scored once, after the last step; N: also after every N epochs. The
     # RolloutEvaluator (`rollout_eval`) runs after those, so with it 0 means every `rollout_every_n_epochs`.
     val_every_n_epochs: int = 0
@@ -62,7 +66,7 @@ class FitConfig:
             raise ValueError(f"fit.encoder_share: expected a value in [0, 1], got {self.encoder_share}")
         if self.max_minutes <= 0:
             raise ValueError(f"fit.max_minutes: expected a wall-clock cap > 0, got {self.max_minutes}")
-        for key in ("max_epochs", "checkpoint_every_n_steps", "rollout_every_n_epochs", "rollout_n"):
+        for key in ("max_epochs", "rollout_every_n_epochs", "rollout_n"):
             if getattr(self, key) < 1:
                 raise ValueError(f"fit.{key}: expected >= 1, got {getattr(self, key)}")
         if self.val_batches < 0:
@@ -87,18 +91,55 @@ class FreezeEncoder(L.Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         self.start = time.monotonic()
-        if bool(pl_module.encoder_frozen):  # a resumed fit frozen earlier
+        if bool(pl_module.encoder_frozen):  # a resumed fit frozen earlier: its cache, as the fit had it
+            pl_module.freeze_encoder(trainer.datamodule.texts())
             return
         if self._due(trainer):
             self._freeze(trainer, pl_module)
+
+    def state_dict(self) -> dict:  # kept in checkpoints: a resumed fit reports where the encoder froze
+        return {"frozen_at": self.frozen_at}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.frozen_at = state_dict.get("frozen_at")
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
         if not bool(pl_module.encoder_frozen) and self._due(trainer):
             self._freeze(trainer, pl_module)
 
     def _freeze(self, trainer, pl_module) -> None:
-        pl_module.freeze_encoder()
+        pl_module.freeze_encoder(trainer.datamodule.texts())
         self.frozen_at = trainer.global_step
+
+
+class EpochStartCheckpoint(L.Callback):
+    """Saves `path` as each epoch after the first starts: the fit resumes at that epoch's first batch, where
+    the data order (`EpochShuffle`) and the random state (`RngState`) are the uninterrupted fit's."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self._saving = path, False
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        if trainer.current_epoch > 0 and not trainer.fit_loop.restarting:
+            self._saving = True
+            try:
+                trainer.save_checkpoint(self.path)
+            finally:
+                self._saving = False
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        if self._saving:  # the new epoch has not fetched a batch: the counters still hold the last epoch's
+            loop = checkpoint["loops"]["fit_loop"]
+            progress = loop["epoch_loop.batch_progress"]
+            progress["current"] = dict.fromkeys(progress["current"], 0)
+            progress["is_last_batch"] = False
+
+
+class FaultPoint(L.Callback):
+    """`fit.step` of the crash tests (runtime/faults.py), after each optimiser step."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        reached("fit.step")
 
 
 def fit_settings(cfg: DictConfig) -> dict:
@@ -117,6 +158,56 @@ def fit_settings(cfg: DictConfig) -> dict:
     }
 
 
+# settings a resumed fit may change: how long it trains and what it reports; everything else must match
+RESUMABLE_CHANGES = (
+    "fit.max_steps",
+    "fit.max_epochs",
+    "fit.max_minutes",
+    "fit.val_every_n_epochs",
+    "fit.val_batches",
+    "fit.rollout_eval",
+    "fit.rollout_every_n_epochs",
+    "fit.rollout_n",
+    "fit.rollout_heads",
+)
+_KEYS = {"log": "data.log", "log_size": "data.log (its size)", "joint_encoder": "ablation.joint_encoder"}
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def resume_mismatch(started: dict | None, settings: dict) -> list[str]:
+    """Dotted keys whose value differs between a checkpoint's settings and `settings` (those a resumed fit
+    may change excepted); ["(no record)"] when the checkpoint has no settings record."""
+    if started is None:
+        return ["(no record of the settings the checkpoint was made with)"]
+    old, new = _flat(started.get("settings", {})), _flat(as_json(settings))
+    changed = []
+    for key in sorted(old.keys() | new.keys()):
+        if old.get(key) != new.get(key) and not key.startswith(RESUMABLE_CHANGES):
+            name = _KEYS.get(key, key)
+            changed.append(f"{name} ({old.get(key)!r} -> {new.get(key)!r})")
+    return changed
+
+
+def started_record(run_dir: str | Path) -> StageRecord:
+    """The settings a fit's checkpoints are made from, written when the fit starts."""
+    ckpt_dir = Path(run_dir) / "checkpoints"
+    return StageRecord(ckpt_dir / "settings.json", [ckpt_dir / "last.ckpt"])
+
+
+def can_resume(cfg: DictConfig) -> bool:
+    """An interrupted fit with the same settings left a checkpoint in run.dir (quickstart resumes it)."""
+    record = started_record(cfg.run.dir)
+    return all(p.exists() for p in record.outputs) and not resume_mismatch(record.load(), fit_settings(cfg))
+
+
 def fit_record(run_dir: str | Path) -> StageRecord:
     """The fit's stage record: its settings beside the last checkpoint."""
     return StageRecord(Path(run_dir) / "fit_settings.json", [Path(run_dir) / "checkpoints" / "last.ckpt"])
@@ -128,7 +219,13 @@ def is_fitted(cfg: DictConfig) -> bool:
 
 
 def fit(cfg: DictConfig) -> Path:
-    """Train; returns the path of the last checkpoint. Metrics land in <run.dir>/metrics.json."""
+    """Train; returns the path of the last checkpoint. Metrics land in <run.dir>/metrics.json. One fit per
+    folder at a time: a second one fails at once, naming the folder."""
+    with exclusive(Path(cfg.run.dir) / "fit", "the world model folder"):
+        return _fit(cfg)
+
+
+def _fit(cfg: DictConfig) -> Path:
     fcfg = OmegaConf.to_object(cfg.fit)
     val_every = fcfg.val_every_n_epochs or (fcfg.rollout_every_n_epochs if fcfg.rollout_eval else 0)
     run_dir = Path(cfg.run.dir)
@@ -137,8 +234,15 @@ def fit(cfg: DictConfig) -> Path:
     L.seed_everything(cfg.seed, verbose=False)  # weights, CFG dropout, noise draws: reproducible from the seed
     dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed, cfg.env.name)
     dm.setup()
+    settings = fit_settings(cfg)
     if fcfg.resume and last.is_file():
-        module = WorldModelModule.load_from_checkpoint(last)
+        changed = resume_mismatch(started_record(run_dir).load(), settings)
+        if changed:
+            raise ValueError(
+                f"fit.resume: the checkpoint '{last}' was made from other settings or data: {'; '.join(changed)}; "
+                "restore them, or set fit.resume=false to fit anew"
+            )
+        module = load_checkpoint(WorldModelModule, last, "fit.resume")
         ckpt_path: str | None = str(last)
     else:
         # a fresh fit replaces an earlier one in run.dir: its checkpoints (Lightning would save the new
@@ -146,6 +250,7 @@ def fit(cfg: DictConfig) -> Path:
         for stale in ckpt_dir.glob("*.ckpt"):
             stale.unlink(missing_ok=True)
         fit_record(run_dir).clear()
+        started_record(run_dir).save(settings)
         encoder = OmegaConf.to_object(cfg.encoder)
         encoder.trainable = encoder.trainable and cfg.ablation.joint_encoder  # the frozen-encoder ablation
         module = WorldModelModule(
@@ -157,11 +262,11 @@ def fit(cfg: DictConfig) -> Path:
         )
         ckpt_path = None
     freezer = None
-    checkpoint = ModelCheckpoint(dirpath=ckpt_dir, save_last=True, every_n_train_steps=fcfg.checkpoint_every_n_steps)
+    checkpoint = EpochStartCheckpoint(last)
     evaluator = rollout_evaluator(cfg, dm, fcfg, run_dir) if fcfg.rollout_eval else None
-    callbacks = [checkpoint] + ([evaluator] if evaluator is not None else [])
+    callbacks = [checkpoint, FaultPoint()] + ([evaluator] if evaluator is not None else [])
     if not module.encoder.cfg.trainable:
-        module.freeze_encoder()  # a frozen encoder's latents are fixed: encode each text once, from step 0
+        module.freeze_encoder(dm.texts())  # a frozen encoder's latents are fixed: encode each text once
     elif fcfg.encoder_share < 1 or fcfg.encoder_steps > 0:
         freezer = FreezeEncoder(fcfg.encoder_share, fcfg.max_minutes, fcfg.encoder_steps)
         callbacks.append(freezer)
@@ -202,7 +307,7 @@ def fit(cfg: DictConfig) -> Path:
         if trainer.logger is not None:
             trainer.logger.save()
     trainer.save_checkpoint(last)
-    fit_record(run_dir).save(fit_settings(cfg))
+    fit_record(run_dir).save(settings)
     atomic_write_json(
         run_dir / "metrics.json",
         {

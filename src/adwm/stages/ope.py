@@ -38,8 +38,10 @@ from adwm.ope.logged import (
     writing_log_probs,
 )
 from adwm.policies.loading import model_fingerprint
-from adwm.runtime.atomic import atomic_write_json, read_json
+from adwm.runtime.atomic import read_json, update_json
 from adwm.runtime.cache import entry_matches
+from adwm.runtime.checkpoints import load_checkpoint
+from adwm.runtime.faults import reached
 
 
 @dataclass
@@ -82,7 +84,7 @@ def _embedder(cfg: OPEConfig):
     path = Path(cfg.world_model)
     if not path.is_file():
         raise FileNotFoundError(f"ope.world_model: no world model checkpoint at '{path}' (features=world_model)")
-    wm = WorldModelModule.load_from_checkpoint(path, map_location="cpu").eval()
+    wm = load_checkpoint(WorldModelModule, path, "ope.world_model").eval()
     return lambda texts: world_model_embeddings(texts, wm)
 
 
@@ -117,20 +119,27 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
         identical = {b.policy.name for b in behaviour if same_policy(b.policy, pcfg)}
         done[pcfg.name] = {**ctx.estimate(pcfg, estimators, cfg.seed, identical), "settings": settings}
         done[pcfg.name]["seconds"] = round(time.time() - start, 1)
-        atomic_write_json(out, results)
+        entry = done[pcfg.name]
+        update_json(out, lambda stored, n=pcfg.name, e=entry: stored.setdefault("estimates", {}).__setitem__(n, e))
+        reached("ope.policy")
         if progress:
             vals = "  ".join(f"{n}={v['J_hat']:.3f}" for n, v in done[pcfg.name]["estimators"].items())
             print(f"ope [{k + 1}/{len(family)}] {pcfg.name}: {vals}", file=sys.stderr)
-    # results only grow: entries of policies another run estimated into this file stay; `family` names
-    # this run's policies, the ones the metrics are about
-    names = results["family"] = [p.name for p in family]
-    results["resampling_unit"] = "episode"
+    names = [p.name for p in family]
     j = true_values(cfg.ground_truth.out, names)
-    if j is not None:
-        results["metrics"] = {
-            e.name: family_metrics(j, [done[n]["estimators"][e.name]["J_hat"] for n in names]) for e in estimators
-        }
-    atomic_write_json(out, results)
+
+    def finalize(results: dict) -> None:
+        # results only grow: entries of policies another run estimated into this file stay; `family` names
+        # this run's policies, the ones the metrics are about
+        results["family"], results["resampling_unit"] = names, "episode"
+        results.pop("metrics", None)
+        if j is not None:
+            est = results["estimates"]
+            results["metrics"] = {
+                e.name: family_metrics(j, [est[n]["estimators"][e.name]["J_hat"] for n in names]) for e in estimators
+            }
+
+    update_json(out, finalize)
     return out
 
 

@@ -18,10 +18,11 @@ from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth_in_workers
 from adwm.evaluation.plots import plot_scatter
 from adwm.runtime.atomic import atomic_write_json, read_json
+from adwm.runtime.faults import reached
 from adwm.runtime.parallel import resolve_workers, run_jobs
 from adwm.stages.collect import collect, seconds_spent
 from adwm.stages.evaluate import evaluate_in_workers
-from adwm.stages.fit import fit, is_fitted
+from adwm.stages.fit import can_resume, fit, is_fitted
 from adwm.stages.ope import run_baselines
 from adwm.stages.train_agent import is_trained, train_agent, training_signature
 
@@ -139,19 +140,24 @@ def quickstart(cfg: DictConfig) -> Path:
     t = time.time()
     train_agents(cfg, list(cfg.agent.variants), workers)
     timings["train_agents"] = round(time.time() - t, 1)
+    reached("quickstart.stage")
 
     t = time.time()  # the log and the ground truth need only the agents: their jobs share the workers
     truth = ground_truth_in_workers(job_cfg, workers, also=[("collect", _collect, (job_cfg,))])
     log = Path(cfg.collect.out)
     timings["collect_and_ground_truth"] = round(time.time() - t, 1)
+    reached("quickstart.stage")
 
     t = time.time()
     fit_cfg = stage_config(cfg, "fit")
     fit_cfg.run.dir = cfg.run.fit
     if not is_fitted(fit_cfg):
-        print("quickstart: fitting the world model", file=sys.stderr)
+        fit_cfg.fit.resume = can_resume(fit_cfg)  # an interrupted fit continues from its last epoch
+        what = "resuming the interrupted fit of" if fit_cfg.fit.resume else "fitting"
+        print(f"quickstart: {what} the world model", file=sys.stderr)
         fit(fit_cfg)
     timings["fit"] = round(time.time() - t, 1)
+    reached("quickstart.stage")
 
     t = time.time()  # the projectors, simulations and baselines need only the world model: they share the workers
     also = [("baselines", run_baselines, (job_cfg,))] if cfg.ope.estimators else []
@@ -160,6 +166,7 @@ def quickstart(cfg: DictConfig) -> Path:
     if cfg.ope.estimators:
         baselines = read_json(run_baselines(cfg, progress=False))
     timings["estimates_and_baselines"] = round(time.time() - t, 1)
+    reached("quickstart.stage")
     timings["total"] = round(time.time() - start, 1)
 
     calibrated = estimates.get("calibration", {}).get("method", "none") != "none"

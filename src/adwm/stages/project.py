@@ -21,7 +21,9 @@ from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
 from adwm.runtime.atomic import atomic_write_json, file_lock
 from adwm.runtime.cache import StageRecord
+from adwm.runtime.checkpoints import load_checkpoint
 from adwm.runtime.checks import require
+from adwm.runtime.faults import reached
 from adwm.runtime.trainer import build_logger, build_trainer, stopped_by_time
 
 
@@ -98,6 +100,7 @@ def project(cfg: DictConfig, policy_cfg=None) -> Path:
         if not record.matches(settings):
             _train(cfg, pcfg, proj_cfg, wm_path, out_dir)
             record.save(settings)
+            reached("project.backbone")
     return ckpt  # or the cached one: same world model, agent backbone and settings
 
 
@@ -105,7 +108,7 @@ def _train(cfg: DictConfig, pcfg, proj_cfg: ProjectorConfig, wm_path: Path, out_
     """Distil the projector for `pcfg`'s backbone into out_dir/projector.ckpt, with its metrics.json."""
     ckpt = out_dir / "projector.ckpt"
     L.seed_everything(cfg.seed, verbose=False)
-    wm = WorldModelModule.load_from_checkpoint(wm_path, map_location="cpu")
+    wm = load_checkpoint(WorldModelModule, wm_path, "project.world_model")
     policy = LLMPolicy(pcfg, "policy")
     dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed, cfg.env.name)
     dm.setup()
@@ -134,6 +137,7 @@ def _train(cfg: DictConfig, pcfg, proj_cfg: ProjectorConfig, wm_path: Path, out_
     val_loader = _batches(val, proj_cfg.batch_size, False, cfg.seed) if val else None
     before = trainer.validate(module, val_loader, verbose=False)[0] if val else {}
     trainer.fit(module, _batches(train, proj_cfg.batch_size, True, cfg.seed), val_loader)
+    reached("project.train")  # trained, nothing saved yet
     timed_out = stopped_by_time(trainer, "projector", proj_cfg.max_minutes)
     after = trainer.validate(module, val_loader, verbose=False)[0] if val else {}
     trainer.save_checkpoint(ckpt)
@@ -154,4 +158,4 @@ def _train(cfg: DictConfig, pcfg, proj_cfg: ProjectorConfig, wm_path: Path, out_
 
 def load_projector(path: str | Path, world_model: WorldModelModule, policy: LLMPolicy) -> ProjectorModule:
     """A trained projector attached to its world model and agent, ready to read latents."""
-    return ProjectorModule.load_from_checkpoint(path, map_location="cpu").attach(world_model, policy).eval()
+    return load_checkpoint(ProjectorModule, path, "projector").attach(world_model, policy).eval()

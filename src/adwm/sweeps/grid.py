@@ -39,6 +39,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from adwm.runtime.atomic import read_json
 from adwm.runtime.cache import StageRecord
+from adwm.runtime.faults import reached
+from adwm.runtime.parallel import PARENT_ENV
 from adwm.sweeps.tables import write_report
 
 
@@ -149,7 +151,7 @@ def _execute(run: Run, spec: GridSpec) -> dict:
     with open(run.root / "log.txt", "a") as log:
         log.write(f"$ adwm quickstart {' '.join(run.overrides)}\n")
         log.flush()
-        env, own = dict(os.environ), []
+        env, own = {**os.environ, PARENT_ENV: str(os.getpid())}, []  # the run dies with the grid
         if spec.workers > 1:  # one share of the cores per run, and no worker processes of its own
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // spec.workers)))
             own = ["workers=1"]  # first: a grid axis that sets `workers` still wins
@@ -162,6 +164,7 @@ def _execute(run: Run, spec: GridSpec) -> dict:
     _log_wandb(run, spec, summary)
     record = {"id": run.id, "labels": run.labels, "wall_s": round(time.time() - start, 1)}
     _record(run).save(run.overrides, **record)
+    reached("grid.run")
     return record
 
 

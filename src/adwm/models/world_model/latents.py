@@ -30,15 +30,21 @@ class LatentsMixin:
             return torch.zeros(0, n, d, device=self.device)
         return torch.cat([self.target_encoder(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)])
 
-    def freeze_encoder(self) -> None:
+    def freeze_encoder(self, texts: list[str] | None = None) -> None:
         """Second fit phase: the encoder stops training, the target encoder becomes an exact copy of it,
         and latents are computed once per distinct text and cached. Every later step trains only the
-        dynamics and heads, at a small fraction of a joint step's cost (the encoder is most of it)."""
+        dynamics and heads, at a small fraction of a joint step's cost (the encoder is most of it).
+
+        `texts` (the log's observations) are encoded at once, in sorted chunks: a latent then does not
+        depend on which texts shared its padded batch, so a fit resumed after the freeze reads the very
+        latents the uninterrupted fit read."""
         if not bool(self.encoder_frozen):
             self.target_encoder.load_state_dict(self.encoder.state_dict())
             self.encoder_frozen.fill_(True)
         self.encoder.requires_grad_(False)
         self._latents.clear()
+        if texts:
+            self._cached_latents(sorted(set(texts)))
 
     @torch.no_grad()
     def _cached_latents(self, texts: list[str], batch_size: int = 256) -> torch.Tensor:
