@@ -65,3 +65,19 @@ def smoke_overrides(tmp_path) -> list[str]:
 @pytest.fixture
 def smoke_cfg(smoke_overrides):
     return load_config(smoke_overrides, "quickstart")
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """One uninterrupted smoke quickstart, made once per session: agents, a log, ground truth, a world
+    model, projectors, estimates and baselines (read by the crash and bad-input suites, never written)."""
+    from adwm.cli import main
+
+    root = tmp_path_factory.mktemp("smoke_run")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in a worker process: the smoke config runs its jobs in this process
+    try:
+        assert main(["quickstart", "experiment=smoke", f"run.root={root}"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return root

@@ -72,3 +72,26 @@ def job_add_entries(path: str, prefix: str, n: int) -> None:
 
     for i in range(n):
         update_json(path, lambda d, k=f"{prefix}{i}", v=i: d.__setitem__(k, v))
+
+
+def job_sleep(folder: str) -> None:
+    """Write <pid>.pid into `folder`, then sleep for two minutes (a long job of a worker)."""
+    import os
+    import time
+    from pathlib import Path
+
+    Path(folder, f"{os.getpid()}.pid").write_text("")
+    time.sleep(120)
+
+
+def reads(root) -> list[str]:
+    """Overrides that read a smoke run's agents, log, ground truth, world model and projectors."""
+    return [
+        "experiment=smoke",
+        f"run.root={root}",
+        f"agent.dir={root}/agents",
+        f"collect.out={root}/collect/episodes.jsonl",
+        f"ground_truth.out={root}/ground_truth/ground_truth.json",
+        f"run.fit={root}/fit",
+        f"project.dir={root}/project",
+    ]

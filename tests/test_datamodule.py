@@ -84,5 +84,5 @@ def test_bad_log_path_and_zero_usable_steps(tmp_path, log_path):
     empty.write_text(json.dumps(line) + "\n")
     with pytest.raises(LogFormatError, match="empty.jsonl: no usable steps"):
         TrajectoryDataModule(DataConfig(log=str(empty))).setup()
-    with pytest.raises(ValueError, match=r"data.val_fraction: expected a value in \[0, 1\), got 1.0"):
+    with pytest.raises(ValueError, match=r"data.val_fraction: expected a share in \[0, 1\), got 1.0"):
         TrajectoryDataModule(DataConfig(log=str(empty), val_fraction=1.0))

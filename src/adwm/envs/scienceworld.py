@@ -27,6 +27,7 @@ from typing import Any
 
 from adwm.envs.base import EnvCrashed, OnDemandActions, Reset, Step
 from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.faults import reached
 
 SPLITS = ("train", "dev", "test")
 PARTS = ("result", "look", "inventory")
@@ -82,6 +83,7 @@ class ScienceWorldEnv:
         """Run one JVM call with the step timeout; a dead or hung JVM is restarted and EnvCrashed raised."""
         if self._sw is None:
             self._start()
+        reached("scienceworld.call", self._kill_jvm)  # crash tests only (runtime/faults.py)
         fut = self._pool.submit(fn, *args)
         try:
             return fut.result(timeout=self.cfg.step_timeout_s)
@@ -94,6 +96,10 @@ class ScienceWorldEnv:
             reason = f"ScienceWorld JVM died ({type(err).__name__})"
         self._restart()
         raise EnvCrashed(f"{reason}; restarted the JVM")
+
+    def _kill_jvm(self) -> None:
+        self.java_process.kill()
+        self.java_process.wait()
 
     def _restart(self) -> None:
         self.restarts += 1

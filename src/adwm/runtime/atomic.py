@@ -36,6 +36,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:  # a full disk, a lost permission: name the file; the old one is left whole
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from err
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -2,8 +2,9 @@
 no cleanup, no flush, as a power cut or the OOM killer would) when it reaches `point` for the n-th time.
 
 Points are named after the unit of work they follow: `collect.episode`, `ground_truth.policy`,
-`fit.step`, `project.step`, `evaluate.policy`, `ope.policy`, `quickstart.stage`, `grid.run`,
-`worker.job` (each worker process counts its own). Without the variable `reached` costs one dict lookup.
+`fit.step`, `project.train`, `project.backbone`, `evaluate.policy`, `ope.policy`, `quickstart.stage`,
+`grid.run`, `worker.job` (each worker process counts its own), and `scienceworld.call`, which kills the
+simulator's JVM instead of this process. Without the variable `reached` costs one dict lookup.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 import os
 import signal
 from collections import Counter
+from collections.abc import Callable
 
 _COUNTS: Counter[str] = Counter()
 
 
-def reached(point: str) -> None:
-    """Count one unit of work at `point`; SIGKILL this process when `ADWM_FAULT` names it and its count."""
+def reached(point: str, fault: Callable[[], None] | None = None) -> None:
+    """Count one unit of work at `point`; when `ADWM_FAULT` names it and its count, run `fault` (default:
+    SIGKILL this process)."""
     spec = os.environ.get("ADWM_FAULT")
     if not spec:
         return
@@ -24,5 +27,8 @@ def reached(point: str) -> None:
     if name != point:
         return
     _COUNTS[point] += 1
-    if _COUNTS[point] >= int(n):
-        os.kill(os.getpid(), signal.SIGKILL)
+    if _COUNTS[point] == int(n):
+        if fault is not None:
+            fault()
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)

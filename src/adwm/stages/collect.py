@@ -29,6 +29,7 @@ from adwm.runtime.atomic import atomic_write_json, exclusive
 from adwm.runtime.cache import StageRecord
 from adwm.runtime.checks import at_least, require
 from adwm.runtime.faults import reached
+from adwm.runtime.hub import check_model_source
 
 
 @dataclass
@@ -114,6 +115,9 @@ def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = 
     if len(set(names)) != len(names):
         raise ValueError(f"collect.behaviour: policy names must be unique, got {names}")
     weights = np.array([b.weight for b in cfg.behaviour], dtype=float)  # checked by CollectConfig
+    for k, b in enumerate(cfg.behaviour):  # before anything is written: a missing agent is named first
+        if b.policy.kind == "llm":
+            check_model_source(b.policy.model, f"collect.behaviour[{k}].policy.model")
     out = Path(cfg.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with exclusive(out, "the episode log"):  # a second collect on this log fails, not duplicates

@@ -191,8 +191,6 @@ def lora_model(spec: AgentVariant, where: str) -> tuple[torch.nn.Module, Any]:
     """A trainable copy of the pretrained `spec.base` with a LoRA adapter (base weights frozen), and its tokenizer."""
     from peft import LoraConfig, get_peft_model
 
-    if spec.lora_rank < 1:
-        raise ValueError(f"{where}.lora_rank: expected >= 1, got {spec.lora_rank}")
     base, tokenizer = load_causal_lm(spec.base, None, spec.gguf_file, where=f"{where}.base")
     lora = LoraConfig(r=spec.lora_rank, lora_alpha=2 * spec.lora_rank, lora_dropout=0.0, task_type="CAUSAL_LM")
     model = get_peft_model(copy.deepcopy(base).train(), lora)  # the cached base stays untouched for other agents
