@@ -41,6 +41,7 @@ def _stable(obj, skip: frozenset = frozenset()):
 def _killed(args: list[str], point: str, timeout: float = 600) -> str:
     """Run `adwm <args>` in a child process that SIGKILLs itself at `point`; returns its stderr."""
     env = {**os.environ, "ADWM_FAULT": point, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+    env["OMP_NUM_THREADS"] = str(torch.get_num_threads())  # as many threads as this process: same numbers
     proc = subprocess.run(
         [sys.executable, "-m", "adwm.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -250,7 +251,7 @@ def test_a_killed_worker_fails_the_job_by_name_and_the_rerun_completes(made, tmp
 def test_grid_killed_after_a_run_then_rerun_equals_uninterrupted(tmp_path):
     spec = tmp_path / "g.yaml"
     spec.write_text(
-        "name: faults\noverrides: [experiment=smoke, ope.estimators=[is]]\n"
+        "name: faults\noverrides: [experiment=smoke, 'ope.estimators=[is]']\n"
         "axes:\n  variant:\n    full: []\n    no_guidance: [guidance.omega=0]\nseeds: [0]\n"
         f"out: {tmp_path}/killed\n"
     )
