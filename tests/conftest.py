@@ -74,5 +74,19 @@ def smoke_run(tmp_path_factory):
     from adwm.cli import main
 
     root = tmp_path_factory.mktemp("smoke_run")
-    assert main(["quickstart", "experiment=smoke", f"run.root={root}"]) == 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in a worker process; tests that compare with it run on one thread too
+    try:
+        assert main(["quickstart", "experiment=smoke", f"run.root={root}"]) == 0
+    finally:
+        torch.set_num_threads(threads)
     return root
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread in this process, as in a worker process (and the smoke run); restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

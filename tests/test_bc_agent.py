@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from adwm.data.play import EpisodeJob, run_episodes
 from adwm.envs import EnvConfig, make_env
@@ -28,6 +29,7 @@ def mean_return(policy_cfg: PolicyConfig, env_cfg: EnvConfig, n: int) -> float:
     return float(np.mean(returns))
 
 
+@pytest.mark.slow  # ~80 s; CI runs it (.ci/run)
 def test_bc_agent_beats_random_on_held_out_seeds(tmp_path):
     agent = AgentConfig(
         dir=str(tmp_path),

