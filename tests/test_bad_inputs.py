@@ -153,6 +153,15 @@ def test_bad_input_is_a_named_one_line_error_and_changes_nothing(
     assert not (files / "pwned").exists()  # a crafted checkpoint never runs code
 
 
+def test_a_crafted_checkpoint_never_runs_code_even_when_torch_is_told_to_unpickle(
+    smoke_run, files, capsys, monkeypatch
+):
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # overrides only loads that do not ask
+    assert main(["evaluate", *reads(smoke_run), f"run.fit={files}/pickle"]) == 2
+    assert "not a readable WorldModelModule checkpoint" in capsys.readouterr().err
+    assert not (files / "pwned").exists()
+
+
 def test_the_suite_has_at_least_forty_cases():
     assert len(CASES) >= 40 and len({c[0] for c in CASES}) == len(CASES)
 

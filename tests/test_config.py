@@ -147,3 +147,10 @@ def test_a_bad_value_fails_every_command_before_any_work(tmp_path, capsys):
 def test_sizes_of_logs_and_ground_truth_must_be_positive(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config([override], "collect")
+
+
+def test_a_list_element_override_changes_that_element_only():
+    cfg = load_config(["collect.behaviour[1].weight=2.5", "collect.behaviour[2].policy.temperature=0.5"])
+    assert [b.weight for b in cfg.collect.behaviour] == [1.0, 2.5, 1.0]
+    assert cfg.collect.behaviour[2].policy.temperature == 0.5 and cfg.collect.behaviour[2].policy.eps == 0.3
+    assert cfg.collect.behaviour[0].policy.temperature == 0.5 and len(cfg.collect.behaviour) == 3

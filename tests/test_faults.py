@@ -199,6 +199,10 @@ def test_a_second_writer_of_a_log_or_a_world_model_is_refused_by_name(made, tmp_
     with exclusive(tmp_path / "fit" / "fit", "the world model folder"):
         assert main(["fit", *_shared(made), f"run.fit={tmp_path}/fit"]) == 2
     assert f"the world model folder '{tmp_path}/fit/fit' is being written by" in capsys.readouterr().err
+    run = tmp_path / "run"
+    with exclusive(run / "quickstart" / "quickstart", "the run folder"):
+        assert main(["quickstart", "experiment=smoke", f"run.root={run}"]) == 2
+    assert "the run folder" in capsys.readouterr().err and not (run / "agents").exists()
 
 
 def test_results_only_grow_when_another_agent_is_evaluated_into_the_same_file(made, tmp_path):

@@ -287,9 +287,14 @@ def _fit(cfg: DictConfig) -> Path:
     start = time.time()
     trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)
     timed_out = stopped_by_time(trainer, "fit", fcfg.max_minutes)
+    if trainer.global_step == 0:  # never record an untrained model as fitted
+        raise RuntimeError(
+            f"fit: no optimiser step was taken (fit.max_minutes={fcfg.max_minutes} ended the fit before its "
+            "first step); nothing was recorded as fitted"
+        )
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    if trainer.global_step > 0:  # the held-out metrics of the fitted model (its last step)
-        metrics.update({k: float(v) for k, v in trainer.validate(module, datamodule=dm, verbose=False)[0].items()})
+    # the held-out metrics of the fitted model (its last step)
+    metrics.update({k: float(v) for k, v in trainer.validate(module, datamodule=dm, verbose=False)[0].items()})
     texts, admissible = dm.admissible_states("train")
     if texts:  # environments without admissible lists have no bank: the head alone proposes
         module.eval()

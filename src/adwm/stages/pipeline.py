@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth_in_workers
 from adwm.evaluation.plots import plot_scatter
-from adwm.runtime.atomic import atomic_write_json, read_json
+from adwm.runtime.atomic import atomic_write_json, exclusive, read_json
 from adwm.runtime.faults import reached
 from adwm.runtime.parallel import resolve_workers, run_jobs
 from adwm.stages.collect import collect, seconds_spent
@@ -124,7 +124,13 @@ def stage_seconds(
 
 
 def quickstart(cfg: DictConfig) -> Path:
-    """Run the whole job; returns the path of `summary.json`."""
+    """Run the whole job; returns the path of `summary.json`. One job per run folder at a time: a second
+    one fails at once, naming the folder."""
+    with exclusive(Path(cfg.run.dir) / "quickstart", "the run folder"):
+        return _quickstart(cfg)
+
+
+def _quickstart(cfg: DictConfig) -> Path:
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     behaviour = {b.policy.name for b in OmegaConf.to_object(cfg.collect).behaviour}
     clash = sorted(behaviour & {p.name for p in family})
