@@ -71,6 +71,7 @@ def run_episodes(
             except EnvCrashed as err:
                 if attempt == max_retries:
                     raise RuntimeError(f"episode {job.index} (env seed {job.env_seed}): {err}") from err
+                warnings.warn(f"episode {job.index}: {err}; resetting it again", stacklevel=2)
         state = AgentState(reset.task, reset.observation, [], reset.admissible)
         return _Slot(job, env, np.random.default_rng(list(job.rng_seed)), state, [])
 
