@@ -278,7 +278,8 @@ def test_a_killed_worker_fails_the_job_by_name_and_the_rerun_completes(made, tmp
 
 
 @pytest.mark.slow
-def test_grid_killed_after_a_run_then_rerun_equals_uninterrupted(tmp_path):
+def test_grid_killed_after_a_run_then_rerun_equals_uninterrupted(tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the runs' processes: as many threads as the killed grid's
     spec = tmp_path / "g.yaml"
     spec.write_text(
         "name: faults\noverrides: [experiment=smoke, 'ope.estimators=[is]']\n"
