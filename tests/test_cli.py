@@ -7,9 +7,11 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from adwm.cli import COMMANDS, main
 
@@ -49,6 +51,14 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_run, capsys, tmp_path, one_
     smoke_overrides = ["experiment=smoke", f"run.root={smoke_run}"]
     summary = json.loads((smoke_run / "quickstart" / "summary.json").read_text())
     assert summary["env"] == "builtin"
+    # what made it: the resolved config beside the summary, headed by the command line and the commit
+    config = Path(summary["config"])
+    assert config == smoke_run / "quickstart" / "config.yaml"
+    head = config.read_text().splitlines()[:2]
+    assert head[0] == f"# adwm quickstart experiment=smoke run.root={smoke_run}" and head[1].startswith("# commit: ")
+    assert summary["overrides"] == ["experiment=smoke", f"run.root={smoke_run}"]
+    resolved = OmegaConf.load(config)
+    assert resolved.run.dir == str(smoke_run / "quickstart") and resolved.world_model.d_action == 16
     estimators = ["adwm", "adwm_sim", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
     assert list(summary["metrics"]) == estimators
     for est in estimators:

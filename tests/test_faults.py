@@ -79,7 +79,8 @@ def _one_thread(one_thread):
 
 def _shared(made: Path) -> list[str]:
     """Overrides that read the smoke run's agents, log and world model; each test writes elsewhere."""
-    return [o for o in reads(made) if not o.startswith(("run.root", "project.dir"))]
+    # run.root: where each command's config.yaml goes (every output the tests compare is set explicitly)
+    return [*(o for o in reads(made) if not o.startswith(("run.root", "project.dir"))), f"run.root={made}/reruns"]
 
 
 @pytest.mark.parametrize("after", [7, pytest.param(1, marks=pytest.mark.slow)])

@@ -142,31 +142,45 @@ def _check_outputs(command: str, cfg) -> None:
 
 
 def _run(command: str, overrides: list[str]) -> None:
-    from adwm.config import ConfigError, load_config, to_object
+    from adwm.config import load_config
 
     cfg = load_config(overrides, command)
     _check_outputs(command, cfg)
+    result = _dispatch(command, cfg, overrides)
+    if command != "config":  # the run's folder records what made it (after success: what made its results)
+        from omegaconf import OmegaConf
+
+        from adwm.runtime.provenance import save_run_config
+
+        folder = cfg.benchmark.out if command == "benchmark" else cfg.run.dir
+        save_run_config(folder, OmegaConf.to_yaml(cfg), command, overrides)
+    if result is not None:
+        print(result)  # the result's path: the last line of stdout
+
+
+def _dispatch(command: str, cfg, overrides: list[str]):
+    from adwm.config import ConfigError, to_object
+
     if command == "config":
         from omegaconf import OmegaConf
 
         print(OmegaConf.to_yaml(cfg), end="")
-        return
+        return None
     if command == "train-agent":
         from adwm.stages.pipeline import train_agents
 
-        path = train_agents(cfg, [cfg.agent.name])[cfg.agent.name]
-        print(path)
+        return train_agents(cfg, [cfg.agent.name])[cfg.agent.name]
     elif command == "collect":
         from adwm.stages.collect import collect
 
-        print(collect(to_object(cfg.collect), to_object(cfg.env), cfg.seed))
+        return collect(to_object(cfg.collect), to_object(cfg.env), cfg.seed)
     elif command == "ground-truth":
         from adwm.evaluation.ground_truth import ground_truth_in_workers
         from adwm.runtime.parallel import resolve_workers
 
         for name, r in ground_truth_in_workers(cfg, resolve_workers(cfg.workers)).items():
             print(f"{name:<20} J={r['J']:.4f} se={r['se']:.4f} n={r['n']}")
-        print(cfg.ground_truth.out)
+        return cfg.ground_truth.out
     elif command == "fit":
         from adwm.stages.fit import fit
 
@@ -178,28 +192,28 @@ def _run(command: str, overrides: list[str]) -> None:
                 "set run.fit instead"
             )
         cfg.run.dir = cfg.run.fit
-        print(fit(cfg))
+        return fit(cfg)
     elif command == "project":
         from adwm.stages.project import project
 
-        print(project(cfg))
+        return project(cfg)
     elif command == "evaluate":
         from adwm.runtime.parallel import resolve_workers
         from adwm.stages.evaluate import evaluate_in_workers
 
-        print(evaluate_in_workers(cfg, resolve_workers(cfg.workers)))
+        return evaluate_in_workers(cfg, resolve_workers(cfg.workers))
     elif command == "ope":
         from adwm.stages.ope import run_baselines
 
-        print(run_baselines(cfg))
+        return run_baselines(cfg)
     elif command == "benchmark":
         from adwm.sweeps.benchmark import benchmark
 
-        print(benchmark(cfg, overrides))
+        return benchmark(cfg, overrides)
     elif command == "quickstart":
         from adwm.stages.pipeline import quickstart
 
-        print(quickstart(cfg))
+        return quickstart(cfg, overrides)
 
 
 def main(argv: list[str] | None = None) -> int:

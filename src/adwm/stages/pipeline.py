@@ -20,6 +20,7 @@ from adwm.evaluation.plots import plot_scatter
 from adwm.runtime.atomic import atomic_write_json, exclusive, read_json
 from adwm.runtime.faults import reached
 from adwm.runtime.parallel import resolve_workers, run_jobs
+from adwm.runtime.provenance import CONFIG_FILE, command_line, commit
 from adwm.stages.collect import collect, seconds_spent
 from adwm.stages.evaluate import evaluate_in_workers
 from adwm.stages.fit import can_resume, fit, is_fitted
@@ -123,14 +124,14 @@ def stage_seconds(
     return {k: None if v is None else round(float(v), 1) for k, v in out.items()}
 
 
-def quickstart(cfg: DictConfig) -> Path:
+def quickstart(cfg: DictConfig, overrides: list[str] | None = None) -> Path:
     """Run the whole job; returns the path of `summary.json`. One job per run folder at a time: a second
-    one fails at once, naming the folder."""
+    one fails at once, naming the folder. `overrides`: the command line's, recorded in the summary."""
     with exclusive(Path(cfg.run.dir) / "quickstart", "the run folder"):
-        return _quickstart(cfg)
+        return _quickstart(cfg, list(overrides or []))
 
 
-def _quickstart(cfg: DictConfig) -> Path:
+def _quickstart(cfg: DictConfig, overrides: list[str]) -> Path:
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     behaviour = {b.policy.name for b in OmegaConf.to_object(cfg.collect).behaviour}
     clash = sorted(behaviour & {p.name for p in family})
@@ -208,6 +209,12 @@ def _quickstart(cfg: DictConfig) -> Path:
         "calibration": estimates.get("calibration"),
         "timings_s": timings,  # wall clock of this command per phase (~0 for a phase it found done)
         "stage_seconds": stage_seconds(cfg, log, truth, estimates, baselines, timings["fit"]),  # cost when run
+        # what made it: the resolved config (written beside this file when the command ends), the command
+        # line and the commit
+        "config": str(Path(cfg.run.dir) / CONFIG_FILE),
+        "command": command_line("quickstart", overrides),
+        "overrides": overrides,
+        "commit": commit(),
     }
     out = Path(cfg.run.dir) / "summary.json"
     atomic_write_json(out, summary)

@@ -1,0 +1,48 @@
+"""What made a run: its resolved config, the command line and the commit, saved in the run's folder."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+from adwm.runtime.atomic import atomic_write_text
+
+CONFIG_FILE = "config.yaml"
+
+
+@lru_cache(maxsize=1)
+def commit() -> str | None:
+    """The git commit of the installed source (`-dirty` with uncommitted changes to tracked files), or None
+    when the package is not run from a git checkout."""
+    root = Path(__file__).resolve().parents[3]
+    if not (root / ".git").exists():
+        return None
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if sha.returncode != 0:
+        return None
+    return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def command_line(command: str, overrides: list[str]) -> str:
+    """The `adwm` command line that reproduces a run, quoted for a shell."""
+    return shlex.join(["adwm", command, *overrides])
+
+
+def save_run_config(folder: str | Path, config_yaml: str, command: str, overrides: list[str]) -> Path:
+    """`<folder>/config.yaml`: the resolved config, headed by the command line and the commit."""
+    path = Path(folder) / CONFIG_FILE
+    header = f"# {command_line(command, overrides)}\n# commit: {commit() or 'unknown (not a git checkout)'}\n"
+    atomic_write_text(path, header + config_yaml)
+    return path
