@@ -52,9 +52,16 @@ class DiffusionSampler:
         self.timesteps = torch.linspace(cfg.train_steps - 1, 0, steps).round().long()  # descending
 
     @torch.no_grad()
-    def sample(self, eps_fn: EpsFn, shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
-        """Draw x_0 of `shape`, starting from x_T ~ N(0, I)."""
-        x = torch.randn(shape, generator=generator)
+    def sample(
+        self,
+        eps_fn: EpsFn,
+        shape: tuple[int, ...],
+        generator: torch.Generator | None = None,
+        device: torch.device | str | None = None,
+    ) -> torch.Tensor:
+        """Draw x_0 of `shape` on `device`, starting from x_T ~ N(0, I). Noise is drawn on the CPU from
+        `generator` and moved: a seed gives the same draws on any device."""
+        x = torch.randn(shape, generator=generator).to(device or "cpu")
         for i, t in enumerate(self.timesteps):
             t_prev = self.timesteps[i + 1] if i + 1 < len(self.timesteps) else None
             x = self.step(eps_fn, x, int(t), None if t_prev is None else int(t_prev), generator)
@@ -64,7 +71,7 @@ class DiffusionSampler:
         self, eps_fn: EpsFn, x_t: torch.Tensor, t: int, t_prev: int | None, generator: torch.Generator | None
     ) -> torch.Tensor:
         """One reverse step x_t -> x_{t_prev} (t_prev None: the final step to x_0)."""
-        tt = torch.full((x_t.shape[0],), t, dtype=torch.long)
+        tt = torch.full((x_t.shape[0],), t, dtype=torch.long, device=x_t.device)
         # (1) the (possibly guided) noise estimate at x_t
         eps = eps_fn(x_t, tt)
         a_t = self.abar[t]
@@ -79,5 +86,5 @@ class DiffusionSampler:
         sigma = eta * ((1 - a_prev) / (1 - a_t) * (1 - a_t / a_prev)).clamp(min=0).sqrt()
         # (4) x_{t_prev} = sqrt(abar_prev) x0_hat + sqrt(1 - abar_prev - sigma^2) eps + sigma z
         direction = (1 - a_prev - sigma**2).clamp(min=0).sqrt() * eps
-        noise = torch.randn(x_t.shape, generator=generator) if sigma > 0 else 0.0
+        noise = torch.randn(x_t.shape, generator=generator).to(x_t.device) if sigma > 0 else 0.0
         return a_prev.sqrt() * x0 + direction + sigma * noise

@@ -177,7 +177,7 @@ def _rollout_batch(
 
             log_c = continuation.log_c(context_after, next_sets, tasks, policy, live)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
-        z_next = wm.sampler.sample(eps_fn, tuple(z.shape), gen)
+        z_next = wm.sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
         if cfg.snap:
             if wm.proposal_bank is None:
                 raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
@@ -186,7 +186,7 @@ def _rollout_batch(
         reward, done_logit = wm.heads.transition(z_next, c, a)
         if cfg.clip_rewards and reward_range is not None:
             reward = reward.clamp(*reward_range)
-        done = torch.rand(b, generator=gen) < torch.sigmoid(done_logit)
+        done = torch.rand(b, generator=gen).to(done_logit.device) < torch.sigmoid(done_logit)
         ret += alive.double() * gamma**t * reward.double()
         alive &= ~done
         if not alive.any():

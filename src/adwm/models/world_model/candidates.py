@@ -95,7 +95,7 @@ class CandidatesMixin:
         if generator is None:
             sets = logits > self.next_proposal_threshold
         else:
-            sets = torch.rand(logits.shape, generator=generator) < torch.sigmoid(logits)
+            sets = torch.rand(logits.shape, generator=generator).to(logits.device) < torch.sigmoid(logits)
         empty = ~sets.any(-1)
         if empty.any():
             sets[empty] = self.propose(z_next[empty])
