@@ -11,8 +11,10 @@ import sys
 import time
 
 import pytest
+from omegaconf import OmegaConf
 
 from adwm.cli import main
+from adwm.config import load_config
 from adwm.sweeps.grid import _phases, expand, load_spec
 
 ESTIMATORS = ["adwm", "adwm_sim", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
@@ -155,3 +157,49 @@ def test_committed_ablation_grid_and_its_sweep_agree():
     assert sweep["parameters"]["variant"]["values"] == variants
     assert sweep["parameters"]["seed"]["values"] == spec.seeds
     assert sweep["command"][1:] == ["grid", "experiments/ablations.yaml", "--only", "${args_no_hyphens}"]
+
+
+def test_grid_runs_reach_wandb_only_by_their_logger_settings(tmp_path, monkeypatch):
+    import wandb
+
+    from adwm.sweeps.grid import GridSpec, Run, _log_wandb
+
+    calls = []
+
+    class FakeRun:
+        def log(self, data):
+            calls[-1]["logged"].update(data)
+
+        def finish(self):
+            calls[-1]["finished"] = True
+
+    def init(**kwargs):
+        calls.append({**kwargs, "logged": {}})
+        return FakeRun()
+
+    monkeypatch.setattr(wandb, "init", init)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    root = tmp_path / "run"
+    (root / "quickstart").mkdir(parents=True)
+    summary = {
+        "config": str(root / "quickstart" / "config.yaml"),
+        "metrics": {"adwm": {"spearman": 0.5}},
+        "policies": [{"name": "p", "J_true": 0.1, "estimates": {"adwm": 0.2}}],
+        "timings_s": {"total": 1.0},
+    }
+    run = Run("r0", {"variant": "full", "seed": 0}, ["seed=0"], root, tags=["full"])
+    spec = GridSpec(name="g", out=str(tmp_path / "grid"))
+
+    def write(logger: str) -> None:
+        cfg = load_config(["experiment=smoke", *logger.split()], "quickstart")
+        (root / "quickstart" / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+
+    write("logger=none")
+    _log_wandb(run, spec, summary)
+    assert calls == []  # logger=none: no W&B run
+    write("logger=wandb logger.project=p1 logger.entity=team logger.mode=disabled")
+    _log_wandb(run, spec, summary)
+    (call,) = calls
+    assert (call["project"], call["entity"], call["mode"], call["group"]) == ("p1", "team", "disabled", "g")
+    assert call["config"]["world_model"]["d_action"] == 16 and call["config"]["grid"]["overrides"] == ["seed=0"]
+    assert call["logged"]["adwm/spearman"] == 0.5 and "estimates" in call["logged"] and call["finished"]

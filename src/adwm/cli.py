@@ -75,8 +75,8 @@ COMMANDS = {
         "`adwm grid experiments/<grid>.yaml [--workers N]`: every combination of the grid's axes and seeds is "
         "a main job in its own process (log in `<run>/log.txt`); runs share agents, logs and ground truth per "
         "seed and the world model, projectors and baselines per fit settings; finished runs are skipped on a "
-        "rerun. Each finished run is a W&B run (offline by default; group = grid name, tags from the "
-        "overrides). Writes estimates.csv, metrics.csv, table.md and plots to the grid's folder "
+        "rerun. With logger=wandb each finished run is a W&B run by its logger settings (group = grid name, "
+        "tags from the overrides). Writes estimates.csv, metrics.csv, table.md and plots to the grid's folder "
         "(runs/grid/<name>), and a copy of the table to the grid's `report` path. Its path is printed last.",
     ),
     "quickstart": (

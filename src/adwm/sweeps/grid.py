@@ -16,9 +16,10 @@ A grid file::
 Each run is the main job (`adwm quickstart`) in its own process, logging to `<run>/log.txt`. Runs share
 what does not depend on their differences: agents, behaviour logs and ground truth per seed and upstream
 settings; the world model, projectors and baselines per fit settings (so ablations of the estimator
-reuse one world model). Stages that share a folder never run at the same time. Every finished run is a
-W&B run (offline unless `logger.mode` or WANDB_MODE says otherwise) with group = grid name and tags from
-the overrides; `wandb sync <out>/wandb/offline-run-*` uploads later.
+reuse one world model). Stages that share a folder never run at the same time. With `logger=wandb` (in
+the grid's overrides) every finished run is a W&B run by its `logger` settings (project, entity, mode:
+offline by default; WANDB_MODE wins) with group = grid name, its resolved config, tags from the
+overrides, the J-vs-J_hat table and plot; `wandb sync <out>/wandb/offline-run-*` uploads later.
 """
 
 from __future__ import annotations
@@ -235,17 +236,28 @@ def run_grid(
 
 
 def _log_wandb(run: Run, spec: GridSpec, summary: dict) -> None:
+    """A finished run as one W&B run, by the run's own resolved `logger` settings (its config.yaml): none
+    unless `logger=wandb`; project, entity, mode and tags as configured; the whole resolved config."""
+    config_file = Path(summary.get("config") or run.root / "quickstart" / "config.yaml")
+    if not config_file.is_file():
+        return
+    cfg = OmegaConf.to_container(OmegaConf.load(config_file), resolve=True)
+    logger = cfg.get("logger", {})
+    if logger.get("name") != "wandb":
+        return
     os.environ.setdefault("WANDB_SILENT", "true")
     import wandb
 
-    # offline unless asked; a W&B sweep agent (WANDB_SWEEP_ID) logs to its server
-    mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_SWEEP_ID") else "offline")
+    # as configured; the environment wins (as in wandb itself), and a W&B sweep agent logs to its server
+    mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_SWEEP_ID") else logger.get("mode"))
     wb = wandb.init(
-        project="adwm",
+        project=logger.get("project"),
+        entity=logger.get("entity"),
         group=spec.name,
+        job_type="grid-run",
         name=run.id,
-        tags=run.tags,
-        config={"labels": run.labels, "overrides": run.overrides},
+        tags=[*run.tags, *logger.get("tags", [])],
+        config={**cfg, "grid": {"labels": run.labels, "overrides": run.overrides}},
         dir=str(Path(spec.out)),
         mode=mode,
         reinit="create_new",
@@ -257,4 +269,7 @@ def _log_wandb(run: Run, spec: GridSpec, summary: dict) -> None:
         for est, v in p["estimates"].items():
             table.add_data(p["name"], est, p["J_true"], v)
     wb.log({"estimates": table})
+    plot = config_file.with_name("j_vs_jhat.png")
+    if plot.is_file():
+        wb.log({"j_vs_jhat": wandb.Image(str(plot))})
     wb.finish()
