@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -145,8 +146,6 @@ def test_bad_input_is_a_named_one_line_error_and_changes_nothing(
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith(f"adwm {command}: error: ")
-    import re
-
     assert re.search(pattern, lines[0]), lines[0]
     assert _digest(smoke_run) == before  # nothing already written changed
     assert _digest(files) == before_files

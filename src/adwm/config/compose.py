@@ -179,9 +179,9 @@ def _override(cfg: DictConfig, item: str) -> DictConfig:
     """Apply one `a.b=value` (or `a.b[0].c=value`: an element of a list) from the command line."""
     key, value = item.split("=", 1)
     try:
-        parsed = OmegaConf.from_dotlist([f"value={value}"])["value"]
         if "[" not in key:
             return _merge(cfg, OmegaConf.from_dotlist([item]), "command line")
+        parsed = OmegaConf.from_dotlist([f"value={value}"])["value"]
     except OmegaConfBaseException as err:
         raise ConfigError(f"command line: cannot parse override '{item}': {str(err).splitlines()[0]}") from None
     # a list element: OmegaConf.update walks into the list (a dotlist merge would replace it by a mapping)

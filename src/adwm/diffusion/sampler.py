@@ -41,11 +41,7 @@ class SamplerConfig:
 
 
 class DiffusionSampler:
-    def __init__(self, cfg: SamplerConfig) -> None:
-        if cfg.method not in ("ddim", "ddpm"):
-            raise ValueError(f"sampler.method: unknown method '{cfg.method}'; choose from ['ddim', 'ddpm']")
-        if not 1 <= cfg.steps <= cfg.train_steps:
-            raise ValueError(f"sampler.steps: expected 1..{cfg.train_steps}, got {cfg.steps}")
+    def __init__(self, cfg: SamplerConfig) -> None:  # its values are checked by SamplerConfig
         self.cfg = cfg
         self.abar = alpha_bar(cfg.schedule, cfg.train_steps).float()  # (T,) stored float32, computed float64
         steps = cfg.train_steps if cfg.method == "ddpm" else cfg.steps

@@ -43,7 +43,5 @@ def env_signature(cfg: EnvConfig | dict) -> dict:
 
 
 def make_env(cfg: EnvConfig) -> TextEnv:
-    """Build the environment named by `cfg.name`."""
-    if cfg.name not in ENVS:
-        raise ValueError(f"unknown env '{cfg.name}'; choose from {sorted(ENVS)}")
+    """Build the environment named by `cfg.name` (checked by `EnvConfig`)."""
     return ENVS[cfg.name](cfg)

@@ -38,12 +38,3 @@ def check_output_dir(path: str | Path, key: str) -> None:
             raise ValueError(f"{key}: cannot write into '{path}' (permission denied); choose a writable folder")
         return
     _writable_ancestor(path / "x", key)
-
-
-def check_input_file(path: str | Path, key: str, what: str) -> None:
-    """`path` is an existing file (not a folder)."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{key}: '{path}' is a folder; expected {what}")
-    if not path.is_file():
-        raise FileNotFoundError(f"{key}: '{path}' does not exist; expected {what}")

@@ -32,7 +32,7 @@ class FitConfig:
     max_steps: int = 1400  # optimiser steps (0 = no step limit)
     max_epochs: int = 200
     max_minutes: float = 30.0  # wall-clock cap; the last checkpoint is kept
-    # continue from <run.dir>/checkpoints/last.ckpt, saved at the end of every epoch (a kill loses at most
+    # continue from <run.dir>/checkpoints/last.ckpt, saved as each epoch starts (a kill loses at most
     # one epoch); refused when the checkpoint was made from other settings or data. Resuming at an epoch
     # boundary gives the model the uninterrupted fit gives (decisions.md: fit resume)
     resume: bool = False
