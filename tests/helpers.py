@@ -95,3 +95,28 @@ def reads(root) -> list[str]:
         f"run.fit={root}/fit",
         f"project.dir={root}/project",
     ]
+
+
+def write_api_agent_log(path, n_episodes: int, seed: int = 0, skill: float = 0.7, max_steps: int = 12) -> None:
+    """A log as an API agent's harness would write it: builtin episodes of a scripted player (the gold action
+    with probability `skill`, else a plausible command of its own), no behaviour log-probabilities and no
+    admissible lists (the agent writes free-form commands)."""
+    import json
+    import random
+
+    from adwm.envs.builtin import BuiltinEnv
+
+    rng = random.Random(seed)
+    env = BuiltinEnv(max_steps=max_steps)
+    with open(path, "w") as f:
+        for k in range(n_episodes):
+            r = env.reset(seed + k)
+            obs, steps, done = r.observation, [], False
+            while not done:
+                gold = env.gold_actions() or ["look"]
+                action = gold[0] if rng.random() < skill else rng.choice(["look", "inventory", "go north", "wait"])
+                s = env.step(action)
+                steps.append({"observation": obs, "action": action, "reward": s.reward, "done": s.done})
+                obs, done = s.observation, s.done
+            episode = {"schema": "adwm.episode/1", "env": "builtin", "seed": seed + k, "task": r.task}
+            f.write(json.dumps({**episode, "policy": "api-agent", "steps": steps, "final_observation": obs}) + "\n")

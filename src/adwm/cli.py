@@ -79,6 +79,15 @@ COMMANDS = {
         "tags from the overrides). Writes estimates.csv, metrics.csv, table.md and plots to the grid's folder "
         "(runs/grid/<name>), and a copy of the table to the grid's `report` path. Its path is printed last.",
     ),
+    "evaluate-log": (
+        "Estimate your own agents from your own log: no behaviour agent, no ground truth.",
+        "`adwm evaluate-log data.log=<episodes.jsonl> env=<name> evaluate_log.agents=[<agent>,...]`: fits the "
+        "world model on the log (no behaviour log-probabilities needed; logs without admissible lists are "
+        "simulated free-form: the agent writes its action), then trains each agent's projector and simulates "
+        "it. An agent is a model folder (save_pretrained), a .gguf file, or a Hugging Face name with "
+        "hub=true. J_hat and its CI per agent accumulate in `evaluate_log.out` (default "
+        "<run.dir>/estimates.json; the world model and projectors under run.dir); its path is printed last.",
+    ),
     "quickstart": (
         "The main job end to end on the configured environment.",
         "Trains the agents of `agent.variants`, collects behaviour logs, measures ground truth for the "
@@ -125,6 +134,7 @@ OUTPUTS = {
     "evaluate": [("evaluate.out", _FILES), ("project.dir", _DIRS)],
     "ope": [("ope.out", _FILES)],
     "benchmark": [("benchmark.out", _DIRS)],
+    "evaluate-log": [("evaluate_log.out", _FILES), ("run.dir", _DIRS)],
 }
 OUTPUTS["quickstart"] = [
     *(o for c in ("train-agent", "collect", "ground-truth", "fit", "evaluate", "ope") for o in OUTPUTS[c]),
@@ -145,6 +155,8 @@ def _run(command: str, overrides: list[str]) -> None:
     from adwm.config import load_config
 
     cfg = load_config(overrides, command)
+    # models load from local folders and files only, unless `hub=true` lets from_pretrained download
+    os.environ["HF_HUB_OFFLINE"] = "0" if cfg.hub else "1"
     _check_outputs(command, cfg)
     result = _dispatch(command, cfg, overrides)
     if command != "config":  # the run's folder records what made it (after success: what made its results)
@@ -210,6 +222,10 @@ def _dispatch(command: str, cfg, overrides: list[str]):
         from adwm.sweeps.benchmark import benchmark
 
         return benchmark(cfg, overrides)
+    elif command == "evaluate-log":
+        from adwm.stages.evaluate_log import evaluate_log
+
+        return evaluate_log(cfg, overrides)
     elif command == "quickstart":
         from adwm.stages.pipeline import quickstart
 
@@ -218,7 +234,6 @@ def _dispatch(command: str, cfg, overrides: list[str]):
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never fetch weights at run time
     from adwm.runtime.parallel import PARENT_ENV, quiet_known_warnings, watch_parent
 
     quiet_known_warnings()

@@ -22,6 +22,7 @@ from adwm.runtime.checks import require, safe_name
 from adwm.runtime.trainer import LoggerConfig, TrainerConfig
 from adwm.stages.collect import CollectConfig
 from adwm.stages.evaluate import EvaluateConfig
+from adwm.stages.evaluate_log import EvaluateLogConfig
 from adwm.stages.fit import FitConfig
 from adwm.stages.ope import OPEConfig
 from adwm.stages.project import ProjectConfig
@@ -81,6 +82,9 @@ class AppConfig:
     # the baselines; in `adwm ground-truth` and `adwm evaluate` their policies. 0 = one per CPU core,
     # 1 = every job in this process; each worker runs torch on its share of the cores
     workers: int = 0
+    # let Hugging Face names of models download (from_pretrained); off: only local folders and files load,
+    # and a hub name is refused with a message that says so
+    hub: bool = False
     run: RunConfig = field(default_factory=RunConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -95,6 +99,9 @@ class AppConfig:
     guidance: GuidanceConfig = field(default_factory=GuidanceConfig)  # omega, eta of the guided sampler
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)  # simulated rollouts, tail value
     ablation: AblationConfig = field(default_factory=AblationConfig)  # defaults = the full method
+    evaluate_log: EvaluateLogConfig = field(
+        default_factory=EvaluateLogConfig
+    )  # `adwm evaluate-log`: one's own agents on one's own log
     ope: OPEConfig = field(default_factory=OPEConfig)  # the classic baselines (IS family, DM, DR, FQE)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)  # cells x seeds of `adwm benchmark`
     family: FamilyConfig = field(default_factory=FamilyConfig)

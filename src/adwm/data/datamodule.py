@@ -146,20 +146,34 @@ class TrajectoryDataModule(L.LightningDataModule):
                 seen.setdefault(x["history_obs"][-1], x["admissible"])
         return [self.observations[o] for o in seen], list(seen.values())
 
+    @property
+    def free_form(self) -> bool:
+        """Whether no logged step has an admissible list (agents that write their actions)."""
+        return all(x["admissible"] is None for x in self.train_items + self.val_items)
+
+    def logged_states(self, split: str = "train") -> list[str]:
+        """Distinct observations o_t of a split (the bank of a free-form log)."""
+        items = {"train": self.train_items, "val": self.val_items}[split]
+        return [self.observations[o] for o in dict.fromkeys(x["history_obs"][-1] for x in items)]
+
     def agent_states(self, split: str = "train") -> list[dict]:
         """Distinct (task, o_t) of a split with the admissible texts and the logged action's index in
-        them: what an agent read and chose from (steps whose action is off the list are skipped)."""
+        them: what an agent read and chose from (steps whose action is off the list are skipped). In a
+        free-form log the candidates are the whole logged action vocabulary (the projector's distillation
+        cuts them to the logged action and a sample of the others)."""
         items = {"train": self.train_items, "val": self.val_items}[split]
+        free_form = self.free_form
         seen: dict[tuple[int, int], dict] = {}
         for x in items:
             key = (x["task"], x["history_obs"][-1])
-            if x["admissible"] is None or x["action"] not in x["admissible"] or key in seen:
+            listed = range(len(self.actions)) if free_form else x["admissible"]
+            if listed is None or x["action"] not in listed or key in seen:
                 continue
             seen[key] = {
                 "task": self.tasks[x["task"]],
                 "observation": self.observations[x["history_obs"][-1]],
-                "candidates": [self.actions[a] for a in x["admissible"]],
-                "logged": x["admissible"].index(x["action"]),
+                "candidates": [self.actions[a] for a in listed],
+                "logged": list(listed).index(x["action"]),
             }
         return list(seen.values())
 

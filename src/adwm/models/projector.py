@@ -153,6 +153,12 @@ class ProjectorModule(L.LightningModule):
             return self.scorer.scores(tasks, self.projector(z), candidates)
 
     @torch.no_grad()
+    def write(self, z: torch.Tensor, tasks: list[str], rngs) -> list[str]:
+        """The action the agent writes reading latents z (B, L, d) as soft tokens (free-form logs)."""
+        with self.adapter(True):
+            return self.scorer.write(tasks, self.projector(z), rngs)
+
+    @torch.no_grad()
     def text_scores(self, tasks: list[str], observations: list[str], candidates: list[list[str]]) -> list[torch.Tensor]:
         policy = self._frozen["policy"]
         states = [AgentState(t, o, [], list(c)) for t, o, c in zip(tasks, observations, candidates)]

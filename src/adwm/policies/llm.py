@@ -90,6 +90,13 @@ class LLMPolicy(Policy):
         if scored:
             for i, a in zip(scored, super().act([states[i] for i in scored], [rngs[i] for i in scored])):
                 actions[i] = a
+        for i, text in zip(gen, self.write([self.prompt_ids(states[i]) for i in gen], [rngs[i] for i in gen])):
+            actions[i] = text
+        return actions
+
+    def write(self, prompts, rngs: Sequence[np.random.Generator]) -> list[str]:
+        """The action text written after each prompt (token-id lists, or a left-padded (embeddings, mask)
+        pair: an agent reading soft tokens), at this policy's temperature, up to the action suffix."""
         suffix = self.cfg.action_suffix
         eos = self.tokenizer.eos_token_id
 
@@ -97,18 +104,10 @@ class LLMPolicy(Policy):
             return ids[-1] == eos or suffix in self.tokenizer.decode(ids[-4:])
 
         ids = sample_continuations(
-            self.model,
-            [self.prompt_ids(states[i]) for i in gen],
-            [rngs[i] for i in gen],
-            self.pad_id,
-            stop,
-            self.cfg.temperature,
-            self.cfg.max_new_tokens,
+            self.model, prompts, rngs, self.pad_id, stop, self.cfg.temperature, self.cfg.max_new_tokens
         )
-        for i, toks in zip(gen, ids):
-            text = self.tokenizer.decode(toks, skip_special_tokens=True)
-            actions[i] = text.split(suffix)[0].strip() if suffix else text.strip()
-        return actions
+        texts = [self.tokenizer.decode(toks, skip_special_tokens=True) for toks in ids]
+        return [t.split(suffix)[0].strip() if suffix else t.strip() for t in texts]
 
     def log_probs(self, states: Sequence[AgentState], actions: Sequence[str]) -> list[float]:
         if not any(self._generates(s) for s in states):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -37,7 +38,10 @@ def load_causal_lm(
     try:
         return _load(model, tokenizer, gguf_file, trust_remote_code, dtype, device)
     except OSError as err:
-        raise FileNotFoundError(f"{where}: cannot load model '{model}': {str(err).splitlines()[0]}") from err
+        hint = ""
+        if not Path(model).expanduser().exists() and os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "false"):
+            hint = " (a Hugging Face name: downloads are off; set hub=true to let from_pretrained fetch it)"
+        raise FileNotFoundError(f"{where}: cannot load model '{model}': {str(err).splitlines()[0]}{hint}") from err
 
 
 @lru_cache(maxsize=8)

@@ -51,14 +51,19 @@ def _scaled_log_softmax(logits: torch.Tensor, temperature: float) -> torch.Tenso
     return torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1)
 
 
-def _prompt_pass(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int):
-    """Run left-padded token-id prompts once with the KV cache on (for sampling); logits only at the last
-    position."""
+def _prompt_pass(model: torch.nn.Module, prompts, pad_id: int):
+    """Run left-padded prompts once with the KV cache on (for sampling); logits only at the last position.
+    `prompts`: token-id lists, or a left-padded (embeddings (B, L, D), mask (B, L)) pair (soft tokens)."""
     device = next(model.parameters()).device
-    ids, mask = _left_pad(prompts, pad_id)  # (B, Lp)
+    if isinstance(prompts, tuple):
+        embeds, mask = prompts
+        inputs = {"inputs_embeds": embeds.to(device)}
+    else:
+        ids, mask = _left_pad(prompts, pad_id)  # (B, Lp)
+        inputs = {"input_ids": ids.to(device)}
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     out = model(
-        input_ids=ids.to(device),
+        **inputs,
         attention_mask=mask.to(device),
         position_ids=pos.to(device),
         use_cache=True,
@@ -224,14 +229,15 @@ def summed_logprobs(
 @torch.no_grad()
 def sample_continuations(
     model: torch.nn.Module,
-    prompts: Sequence[Sequence[int]],
+    prompts,
     rngs: Sequence[np.random.Generator],
     pad_id: int,
     stop: callable,
     temperature: float,
     max_new_tokens: int,
 ) -> list[list[int]]:
-    """Sample token ids after each prompt until `stop(ids)` is true or the budget ends.
+    """Sample token ids after each prompt (token-id lists, or a left-padded (embeddings, mask) pair) until
+    `stop(ids)` is true or the budget ends.
 
     Every token is drawn from softmax(logits / T) with the row's own numpy
     generator (argmax at T = 0), so a row's draw does not depend on the batch.
@@ -239,13 +245,14 @@ def sample_continuations(
     device = next(model.parameters()).device
     out, mask = _prompt_pass(model, prompts, pad_id)
     name = _cache_name(model)
-    generated: list[list[int]] = [[] for _ in prompts]
-    done = [False] * len(prompts)
+    n = int(mask.size(0))
+    generated: list[list[int]] = [[] for _ in range(n)]
+    done = [False] * n
     next_pos = mask.sum(-1)
     for _ in range(max_new_tokens):
         logits = out.logits[:, -1].double().cpu()
         step = []
-        for i in range(len(prompts)):
+        for i in range(n):
             if done[i]:
                 step.append(pad_id)
                 continue
@@ -258,7 +265,7 @@ def sample_continuations(
             step.append(tok)
         if all(done):
             break
-        mask = torch.cat([mask, torch.ones((len(prompts), 1), dtype=torch.long)], dim=1)
+        mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long)], dim=1)
         out = model(
             input_ids=torch.tensor(step, dtype=torch.long)[:, None].to(device),
             attention_mask=mask.to(device),

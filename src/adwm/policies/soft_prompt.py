@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from adwm.policies.llm import LLMPolicy
@@ -44,33 +45,46 @@ class SoftPromptScorer:
     ) -> list[torch.Tensor]:
         """Summed log-likelihood of each candidate of state i after [prefix(task_i), soft_i, suffix];
         soft (B, m, D) -> per state a (|candidates_i|,) tensor with gradient to `soft`."""
+        self._check(soft)
+        return _per_state(self._summed(tasks, soft, candidates), candidates)
+
+    def _prompts(self, tasks: Sequence[str], soft: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prompts [prefix(task_i), soft_i, suffix] as left-padded input embeddings (B, W, D) and mask."""
+        after = self.after_ids
+        m, d = soft.shape[1], soft.shape[-1]
+        prompts = [self._prefix(t) for t in tasks]
+        width = max(len(p) for p in prompts) + m + len(after)
+        device = self.embedding.weight.device
+        rows, mask = [], torch.zeros(len(tasks), width, dtype=torch.long)
+        after_emb = self.embedding(torch.tensor(after, device=device))
+        for i, p in enumerate(prompts):
+            pad_n = width - len(p) - m - len(after)
+            row = [self.embedding(torch.tensor(p, device=device)), soft[i].to(device), after_emb]
+            rows.append(torch.cat([soft.new_zeros(pad_n, d).to(device)] + row))
+            mask[i, pad_n:] = 1
+        return torch.stack(rows), mask
+
+    @torch.no_grad()
+    def write(self, tasks: Sequence[str], soft: torch.Tensor, rngs: Sequence[np.random.Generator]) -> list[str]:
+        """The action each state's agent writes after [prefix(task_i), soft_i, suffix] (free-form actions)."""
+        self._check(soft)
+        return self.policy.write(self._prompts(tasks, soft), rngs)
+
+    def _check(self, soft: torch.Tensor) -> None:
         if soft.shape[-1] != self.embed_dim:
             raise ValueError(
                 f"projector: soft tokens have size {soft.shape[-1]} but the agent's input embeddings have "
                 f"{self.embed_dim}; train a projector for this agent backbone"
             )
-        return _per_state(self._summed(tasks, soft, candidates), candidates)
 
     def _summed(self, tasks: Sequence[str], soft: torch.Tensor, candidates: Sequence[Sequence[str]]) -> torch.Tensor:
         """Flat per-candidate scores (N,). Each prompt [prefix, soft, suffix] runs once and its KV cache
         serves every candidate (about 4x less compute than one full row per candidate); with gradient
         enabled and `soft` requiring it, the scores are differentiable in `soft` through the cache."""
-        after = self.after_ids
-        m, d = soft.shape[1], soft.shape[-1]
-        prompts = [self._prefix(t) for t in tasks]
-        width = max(len(p) for p in prompts) + m + len(after)
         pad = self.tokenizer.pad_token_id or 0
-        device = self.embedding.weight.device
         grad = torch.is_grad_enabled() and soft.requires_grad
         with torch.set_grad_enabled(grad):
-            rows, mask = [], torch.zeros(len(tasks), width, dtype=torch.long)
-            after_emb = self.embedding(torch.tensor(after, device=device))
-            for i, p in enumerate(prompts):
-                pad_n = width - len(p) - m - len(after)
-                row = [self.embedding(torch.tensor(p, device=device)), soft[i].to(device), after_emb]
-                rows.append(torch.cat([soft.new_zeros(pad_n, d).to(device)] + row))
-                mask[i, pad_n:] = 1
-            embeds = torch.stack(rows)  # (B, W, D) left-padded
+            embeds, mask = self._prompts(tasks, soft)  # (B, W, D) left-padded
             conts, owner = [], []
             for i, cands in enumerate(candidates):
                 conts += [list(self.policy._encode_action(a)) for a in cands]

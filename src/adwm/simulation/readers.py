@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from adwm.policies.base import AgentState
@@ -15,6 +17,9 @@ class LatentReader(Protocol):
     def scores(self, z: torch.Tensor, tasks: list[str], candidates: list[list[str]]) -> list[torch.Tensor]:
         """Summed token log-likelihood of each candidate for the agent in latent state z (B, L, d)."""
 
+    def write(self, z: torch.Tensor, tasks: list[str], rngs: Sequence[np.random.Generator]) -> list[str]:
+        """The action the agent writes in latent state z (B, L, d) (free-form logs), one generator a state."""
+
 
 class SoftTokenReader:
     """pi_e reads G_psi(z) as soft tokens; differentiable in z (continuation guidance needs it)."""
@@ -24,6 +29,9 @@ class SoftTokenReader:
 
     def scores(self, z: torch.Tensor, tasks: list[str], candidates: list[list[str]]) -> list[torch.Tensor]:
         return self.projector.soft_scores(z, tasks, candidates)
+
+    def write(self, z: torch.Tensor, tasks: list[str], rngs: Sequence[np.random.Generator]) -> list[str]:
+        return self.projector.write(z, tasks, rngs)
 
 
 class NearestTextReader:
@@ -40,3 +48,9 @@ class NearestTextReader:
         nearest = self.world_model.proposal_bank.nearest(z).tolist()
         states = [AgentState(t, self.texts[i], [], list(c)) for t, i, c in zip(tasks, nearest, candidates)]
         return [torch.as_tensor(s, dtype=torch.float32) for s in self.policy.action_scores(states)]
+
+    @torch.no_grad()
+    def write(self, z: torch.Tensor, tasks: list[str], rngs: Sequence[np.random.Generator]) -> list[str]:
+        nearest = self.world_model.proposal_bank.nearest(z).tolist()
+        states = [AgentState(t, self.texts[i], [], None) for t, i in zip(tasks, nearest)]
+        return self.policy.write([self.policy.prompt_ids(s) for s in states], rngs)

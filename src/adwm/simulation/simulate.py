@@ -113,10 +113,86 @@ def simulate(
     returns = []
     for lo in range(0, cfg.n_rollouts, cfg.batch_size):
         batch = [starts[i] for i in pick[lo : lo + cfg.batch_size]]
-        returns.append(
-            _rollout_batch(wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg, reward_range)
-        )
+        if wm.free_form:  # one generator a rollout: a rollout's written actions do not depend on its batch
+            rngs = [np.random.default_rng((seed, lo + i)) for i in range(len(batch))]
+            ret = _free_form_batch(wm, policy, reader, batch, guidance, gamma, horizon, gen, rngs, cfg, reward_range)
+        else:
+            ret = _rollout_batch(
+                wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg, reward_range
+            )
+        returns.append(ret)
     return np.concatenate(returns)
+
+
+def _transition(wm, z_next, c, a, gen, cfg: SimulateConfig, reward_range) -> tuple[torch.Tensor, torch.Tensor]:
+    """Snap z_{t+1} to the nearest logged latent (`cfg.snap`), then the reward (clipped to the logged range)
+    and termination draws of the heads -> (z_next, reward, done)."""
+    if cfg.snap:
+        if wm.proposal_bank is None:
+            raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
+        z_next = wm.proposal_bank.latents[wm.proposal_bank.nearest(z_next)].view_as(z_next)
+    reward, done_logit = wm.heads.transition(z_next, c, a)
+    if cfg.clip_rewards and reward_range is not None:
+        reward = reward.clamp(*reward_range)
+    done = torch.rand(z_next.size(0), generator=gen).to(done_logit.device) < torch.sigmoid(done_logit)
+    return z_next, reward, done
+
+
+def _written_actions(wm: WorldModel, policy: PolicyConfig, reader: LatentReader | None, z, tasks, rngs) -> list[str]:
+    """The actions the agent writes in latent states z (a free-form log): its own text where it reads the
+    state; a logged action drawn uniformly for a uniform policy and for the eps share."""
+    out = [""] * len(tasks)
+    random = [reader is None or r.random() < policy.eps for r in rngs]
+    reading = [i for i, u in enumerate(random) if not u]
+    if reading:
+        for i, text in zip(reading, reader.write(z[reading], [tasks[i] for i in reading], [rngs[i] for i in reading])):
+            out[i] = text
+    for i in (i for i, u in enumerate(random) if u):
+        out[i] = wm.actions[int(rngs[i].integers(len(wm.actions)))]
+    return out
+
+
+def _free_form_batch(
+    wm: WorldModel,
+    policy: PolicyConfig,
+    reader: LatentReader | None,
+    starts: list[Start],
+    guidance: GuidanceConfig,
+    gamma: float,
+    horizon: int,
+    gen: torch.Generator,
+    rngs: list[np.random.Generator],
+    cfg: SimulateConfig,
+    reward_range: tuple[float, float] | None,
+) -> np.ndarray:
+    """Rollouts of a free-form log: no candidate sets; each step the agent writes its action reading z_t,
+    the action encoder embeds what it wrote, and policy guidance (omega) conditions the denoiser on it.
+    Continuation guidance needs the agent's distribution over next candidate sets, which a free-form log
+    does not define: it is off here (`estimate_policy` says so)."""
+    b = len(starts)
+    tasks = [s.task for s in starts]
+    z = wm.encode([s.observation for s in starts])
+    window = Window.start(z, wm.encode(tasks), wm.hparams.window, wm.cfg.d_action)
+    alive = torch.ones(b, dtype=torch.bool)
+    ret = torch.zeros(b, dtype=torch.float64)
+    guided = {int(t) for t in wm.sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
+    for t in range(horizon):
+        c = window.context(wm)
+        live = torch.nonzero(alive).flatten().tolist()
+        written = _written_actions(wm, policy, reader, z[live], [tasks[i] for i in live], [rngs[i] for i in live])
+        a = torch.zeros(b, wm.cfg.d_action, device=z.device)
+        a[live] = wm.embed_actions(written)
+        eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, None, guided)
+        z_next, reward, done = _transition(
+            wm, wm.sampler.sample(eps_fn, tuple(z.shape), gen, z.device), c, a, gen, cfg, reward_range
+        )
+        ret += alive.double() * gamma**t * reward.double()
+        alive &= ~done
+        if not alive.any():
+            break
+        window = window.shifted(z_next, a)
+        z = z_next
+    return ret.numpy()
 
 
 def _rollout_batch(
@@ -177,16 +253,10 @@ def _rollout_batch(
 
             log_c = continuation.log_c(context_after, next_sets, tasks, policy, live)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
-        z_next = wm.sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
-        if cfg.snap:
-            if wm.proposal_bank is None:
-                raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
-            z_next = wm.proposal_bank.latents[wm.proposal_bank.nearest(z_next)].view_as(z_next)
-        # (3) reward and termination heads
-        reward, done_logit = wm.heads.transition(z_next, c, a)
-        if cfg.clip_rewards and reward_range is not None:
-            reward = reward.clamp(*reward_range)
-        done = torch.rand(b, generator=gen).to(done_logit.device) < torch.sigmoid(done_logit)
+        # (3) snapped, then the reward and termination heads
+        z_next, reward, done = _transition(
+            wm, wm.sampler.sample(eps_fn, tuple(z.shape), gen, z.device), c, a, gen, cfg, reward_range
+        )
         ret += alive.double() * gamma**t * reward.double()
         alive &= ~done
         if not alive.any():

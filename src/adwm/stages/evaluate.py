@@ -78,7 +78,7 @@ def estimate_policy(
         else:
             reader = NearestTextReader(wm, llm)
     continuation = None
-    if guidance.eta > 0:
+    if guidance.eta > 0 and not wm.free_form:  # free-form logs define no candidate sets to continue from
         tail = fit_tail_value(wm, pcfg, llm, dm, ecfg.tail, cfg.seed, cache) if ecfg.tail.enabled else None
         continuation = Continuation(wm, reader, tail)
     horizon = ecfg.simulate.horizon or cfg.env.max_steps
@@ -262,7 +262,7 @@ def _finalize(
     for p in behaviour:
         results["behaviour"][p.name]["logged"] = logged[p.name]
     level = ecfg.simulate.ci_level
-    calibration = fit_calibration(ecfg.calibration, behaviour, results["behaviour"], logged, level)
+    calibration = fit_calibration(ecfg.calibration, behaviour, results.get("behaviour", {}), logged, level)
     results["calibration"] = calibration.to_dict()
     if behaviour:
         gaps = ", ".join(f"{n} {g['gap']:+.3f}" for n, g in results["calibration"]["gaps"].items())

@@ -296,7 +296,11 @@ def _fit(cfg: DictConfig) -> Path:
     # the held-out metrics of the fitted model (its last step)
     metrics.update({k: float(v) for k, v in trainer.validate(module, datamodule=dm, verbose=False)[0].items()})
     texts, admissible = dm.admissible_states("train")
-    if texts:  # environments without admissible lists have no bank: the head alone proposes
+    if dm.free_form:  # agents wrote their actions: a bank of the logged states (snapping, text reading), no lists
+        module.eval()
+        states = dm.logged_states("train")
+        module.build_proposal_bank(states, [[] for _ in states])
+    elif texts:  # environments without admissible lists have no bank: the head alone proposes
         module.eval()
         module.build_proposal_bank(texts, admissible)
         calib = np.random.default_rng(cfg.seed).permutation(len(texts))[:4000]  # a sample keeps this seconds

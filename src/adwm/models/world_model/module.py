@@ -89,6 +89,16 @@ class WorldModelModule(LatentsMixin, CandidatesMixin, L.LightningModule):
         """(V, d_a) embeddings of the logged action vocabulary."""
         return self.action_encoder.embed(self.vocab_ids, self.vocab_offsets)
 
+    def embed_actions(self, texts: list[str]) -> torch.Tensor:
+        """(B, d_a) embeddings of action texts, logged or not (an agent's free-form actions)."""
+        return self.action_encoder(texts)
+
+    @property
+    def free_form(self) -> bool:
+        """Whether the log had no admissible lists (agents wrote their actions): its bank holds the logged
+        states with no candidate lists, and in simulation the agent writes its action."""
+        return self.proposal_bank is not None and self.proposal_bank.ids.numel() == 0
+
     def context(
         self,
         z: torch.Tensor,
