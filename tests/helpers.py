@@ -120,3 +120,32 @@ def write_api_agent_log(path, n_episodes: int, seed: int = 0, skill: float = 0.7
                 obs, done = s.observation, s.done
             episode = {"schema": "adwm.episode/1", "env": "builtin", "seed": seed + k, "task": r.task}
             f.write(json.dumps({**episode, "policy": "api-agent", "steps": steps, "final_observation": obs}) + "\n")
+
+
+def wandb_records(path) -> list:
+    """The records of an offline W&B run file (`run-<id>.wandb`): a 7-byte header, then 32 KiB blocks of
+    LevelDB-log records (crc32, uint16 length, type: 1 full, 2 first, 3 middle, 4 last), each payload a
+    `wandb_internal_pb2.Record`."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = open(path, "rb").read()
+    assert data[:4] == b":W&B", f"{path}: not a W&B run file"
+    out, pos, parts, block = [], 7, b"", 32768
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:  # a block's tail too short for a header is padding
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if kind == 0 and length == 0:
+            break
+        parts += data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):
+            record = pb.Record()
+            record.ParseFromString(parts)
+            out.append(record)
+            parts = b""
+    return out

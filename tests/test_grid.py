@@ -20,11 +20,11 @@ from adwm.sweeps.grid import _phases, expand, load_spec
 ESTIMATORS = ["adwm", "adwm_sim", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
 
 
-def _grid_file(tmp_path, workers: int = 1) -> str:
+def _grid_file(tmp_path, workers: int = 1, logger: str = "") -> str:
     spec = f"""
 name: tiny
 out: {tmp_path / "grid"}
-overrides: [experiment=smoke, ope.ci_resamples=50]
+overrides: [experiment=smoke, ope.ci_resamples=50{logger}]
 axes:
   variant:
     full: []
@@ -47,9 +47,10 @@ def test_grid_shares_stages_between_runs_that_differ_only_in_the_estimator(tmp_p
     assert [r.overrides for r in other] == [r.overrides for r in runs]  # keys do not depend on the run folder
 
 
-def test_grid_kill_and_rerun_completes_only_the_missing_runs(tmp_path):
-    spec = _grid_file(tmp_path)
-    env = dict(os.environ, WANDB_MODE="disabled")
+def test_grid_kill_and_rerun_completes_only_the_missing_runs(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)  # the grid's own logger.mode=disabled must keep W&B off
+    spec = _grid_file(tmp_path, logger=", logger=wandb, logger.mode=disabled")
+    env = dict(os.environ)
     proc = subprocess.Popen(
         [sys.executable, "-m", "adwm.cli", "grid", spec],
         env=env,
@@ -81,6 +82,7 @@ def test_grid_kill_and_rerun_completes_only_the_missing_runs(tmp_path):
     assert len(rows) == 2 * 7 * len(ESTIMATORS)  # runs x policies x estimators
     for name in ("spearman.png", "nrmse.png", "regret_at_1.png", "scatter.png"):
         assert (tmp_path / "grid" / name).stat().st_size > 1000
+    assert not list(tmp_path.glob("**/wandb"))  # logger.mode=disabled: no W&B run, no run files
     # a third call finds everything finished
     before = (tmp_path / "grid" / "runs" / "no_action_guidance-seed0" / "log.txt").read_text()
     assert main(["grid", spec]) == 0
@@ -159,10 +161,10 @@ def test_committed_ablation_grid_and_its_sweep_agree():
     assert sweep["command"][1:] == ["grid", "experiments/ablations.yaml", "--only", "${args_no_hyphens}"]
 
 
-def test_grid_runs_reach_wandb_only_by_their_logger_settings(tmp_path, monkeypatch):
+def test_results_runs_reach_wandb_only_by_their_logger_settings(tmp_path, monkeypatch):
     import wandb
 
-    from adwm.sweeps.grid import GridSpec, Run, _log_wandb
+    from adwm.runtime.tracking import log_results_run
 
     calls = []
 
@@ -179,27 +181,28 @@ def test_grid_runs_reach_wandb_only_by_their_logger_settings(tmp_path, monkeypat
 
     monkeypatch.setattr(wandb, "init", init)
     monkeypatch.delenv("WANDB_MODE", raising=False)
-    root = tmp_path / "run"
-    (root / "quickstart").mkdir(parents=True)
     summary = {
-        "config": str(root / "quickstart" / "config.yaml"),
         "metrics": {"adwm": {"spearman": 0.5}},
         "policies": [{"name": "p", "J_true": 0.1, "estimates": {"adwm": 0.2}}],
         "timings_s": {"total": 1.0},
     }
-    run = Run("r0", {"variant": "full", "seed": 0}, ["seed=0"], root, tags=["full"])
-    spec = GridSpec(name="g", out=str(tmp_path / "grid"))
 
-    def write(logger: str) -> None:
-        cfg = load_config(["experiment=smoke", *logger.split()], "quickstart")
-        (root / "quickstart" / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+    def config(logger: str) -> dict:
+        cfg = load_config(["experiment=smoke", f"run.root={tmp_path}", *logger.split()], "quickstart")
+        return OmegaConf.to_container(cfg, resolve=True)
 
-    write("logger=none")
-    _log_wandb(run, spec, summary)
+    log_results_run(config("logger=none"), summary, None, "quickstart", "r0")
     assert calls == []  # logger=none: no W&B run
-    write("logger=wandb logger.project=p1 logger.entity=team logger.mode=disabled")
-    _log_wandb(run, spec, summary)
+    grid_run = 'logger.group=g logger.tags=["variant=full","seed=0"]'
+    log_results_run(
+        config(f"logger=wandb logger.project=p1 logger.entity=team logger.mode=disabled {grid_run}"),
+        summary,
+        None,
+        "quickstart",
+        "r0",
+    )
     (call,) = calls
     assert (call["project"], call["entity"], call["mode"], call["group"]) == ("p1", "team", "disabled", "g")
-    assert call["config"]["world_model"]["d_action"] == 16 and call["config"]["grid"]["overrides"] == ["seed=0"]
+    assert call["tags"] == ["variant=full", "seed=0"] and call["job_type"] == "quickstart"
+    assert call["config"]["world_model"]["d_action"] == 16
     assert call["logged"]["adwm/spearman"] == 0.5 and "estimates" in call["logged"] and call["finished"]

@@ -22,7 +22,9 @@ class PolicyConfig:
     mode: str = "score"  # score: rank admissible actions; generate: write free-form actions
     temperature: float = 1.0  # sampling temperature over action scores (0 = greedy)
     eps: float = 0.0  # epsilon-greedy mixing with a uniform admissible action
-    history_turns: int = 1  # past (observation, action) turns in the prompt; builtin states are Markov
+    history_turns: int = (
+        0  # past (observation, action) turns in the prompt; 0: soft-token reading needs it, builtin states are Markov
+    )
     prompt_template: str = DEFAULT_TEMPLATE  # fields: {task} {history} {observation}
     action_suffix: str = "\n"  # ends every action, so a prefix of a longer action is not favoured
     max_new_tokens: int = 24  # generate mode budget

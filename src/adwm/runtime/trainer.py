@@ -53,27 +53,61 @@ class LoggerConfig:
         one_of(self.mode, "logger.mode", ("offline", "online", "disabled"))
 
 
-def build_logger(cfg: LoggerConfig, run_dir: Path, run_name: str, hparams: dict[str, Any]) -> Logger | bool:
-    """The configured experiment logger (its name and mode checked by `LoggerConfig`), with the resolved
-    config logged as hyperparameters."""
+def job_group(cfg: LoggerConfig, hparams: dict[str, Any]) -> str:
+    """The W&B group of a job's runs: `logger.group` (a grid sets its name), else `<experiment>-seed<seed>`."""
+    return cfg.group or f"{hparams.get('experiment', 'default')}-seed{hparams.get('seed', 0)}"
+
+
+def wandb_mode(cfg: LoggerConfig) -> str:
+    """`logger.mode`; the environment's WANDB_MODE wins, as in wandb itself (tests set it to disabled)."""
+    return os.environ.get("WANDB_MODE") or cfg.mode
+
+
+class StageWandbLogger(WandbLogger):
+    """One W&B run per stage. Its config is the resolved configuration, given once when the run starts;
+    the hyperparameters Lightning logs at every fit and validate (a module's own: the tokenizer JSON, the
+    action vocabulary) are not logged again."""
+
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def build_logger(
+    cfg: LoggerConfig, run_dir: Path, run_name: str, hparams: dict[str, Any], stage: str = "stage"
+) -> Logger | bool:
+    """The configured experiment logger (its name and mode checked by `LoggerConfig`) with the resolved
+    config `hparams`: W&B gets one run per call (group = the job, job_type = `stage`); end it with
+    `finish_logger` when the stage ends."""
     if cfg.name == "none":
         return False
     if cfg.name == "csv":
         logger: Logger = CSVLogger(save_dir=str(run_dir), name="csv", version=run_name)
-    else:
-        mode = os.environ.get("WANDB_MODE", cfg.mode)  # the environment wins, as in wandb itself (tests: disabled)
-        logger = WandbLogger(
-            project=cfg.project,
-            entity=cfg.entity,
-            group=cfg.group,
-            tags=list(cfg.tags),
-            name=run_name,
-            save_dir=str(run_dir),
-            offline=mode == "offline",
-            mode=mode,
-        )
-    logger.log_hyperparams(hparams)
-    return logger
+        logger.log_hyperparams(hparams)
+        return logger
+    os.environ.setdefault("WANDB_SILENT", "true")  # no banner and footer around the command's own output
+    mode = wandb_mode(cfg)
+    return StageWandbLogger(
+        project=cfg.project,
+        entity=cfg.entity,
+        group=job_group(cfg, hparams),
+        job_type=stage,
+        tags=list(cfg.tags),
+        name=run_name,
+        save_dir=str(run_dir),
+        offline=mode == "offline",
+        mode=mode,
+        config=hparams,
+        reinit="create_new",  # a new run even while another of this process is open
+    )
+
+
+def finish_logger(logger: Logger | bool) -> None:
+    """End a stage's W&B run (the next stage opens its own); other loggers are flushed."""
+    if isinstance(logger, WandbLogger):
+        if logger._experiment is not None:
+            logger.experiment.finish()
+    elif isinstance(logger, Logger):
+        logger.save()
 
 
 class RngState(L.Callback):

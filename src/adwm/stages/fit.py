@@ -21,7 +21,7 @@ from adwm.runtime.atomic import atomic_write_json, exclusive
 from adwm.runtime.cache import StageRecord, as_json
 from adwm.runtime.checkpoints import load_checkpoint
 from adwm.runtime.faults import reached
-from adwm.runtime.trainer import build_logger, build_trainer, stopped_by_time
+from adwm.runtime.trainer import build_logger, build_trainer, finish_logger, stopped_by_time
 
 
 @dataclass
@@ -270,7 +270,7 @@ def _fit(cfg: DictConfig) -> Path:
     elif fcfg.encoder_share < 1 or fcfg.encoder_steps > 0:
         freezer = FreezeEncoder(fcfg.encoder_share, fcfg.max_minutes, fcfg.encoder_steps)
         callbacks.append(freezer)
-    logger = build_logger(OmegaConf.to_object(cfg.logger), run_dir, "fit", OmegaConf.to_container(cfg))
+    logger = build_logger(OmegaConf.to_object(cfg.logger), run_dir, "fit", OmegaConf.to_container(cfg), "fit")
     trainer = build_trainer(
         OmegaConf.to_object(cfg.trainer),
         logger,
@@ -314,8 +314,6 @@ def _fit(cfg: DictConfig) -> Path:
     if evaluator is not None:  # the fit-end estimate, on the finished world model (refitted heads, bank)
         evaluator.run(trainer, module, "final")
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("rollout/")})
-        if trainer.logger is not None:
-            trainer.logger.save()
     trainer.save_checkpoint(last)
     fit_record(run_dir).save(settings)
     atomic_write_json(
@@ -333,6 +331,9 @@ def _fit(cfg: DictConfig) -> Path:
             "metrics": metrics,
         },
     )
+    if logger:
+        logger.log_metrics({f"final/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
+    finish_logger(logger)
     return last
 
 

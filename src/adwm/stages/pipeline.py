@@ -21,6 +21,7 @@ from adwm.runtime.atomic import atomic_write_json, exclusive, read_json
 from adwm.runtime.faults import reached
 from adwm.runtime.parallel import resolve_workers, run_jobs
 from adwm.runtime.provenance import CONFIG_FILE, command_line, commit
+from adwm.runtime.tracking import log_results_run
 from adwm.stages.collect import collect, seconds_spent
 from adwm.stages.evaluate import evaluate_in_workers
 from adwm.stages.fit import can_resume, fit, is_fitted
@@ -220,6 +221,8 @@ def _quickstart(cfg: DictConfig, overrides: list[str]) -> Path:
     atomic_write_json(out, summary)
     points = [{"estimator": e, "J_true": r["J_true"], "J_hat": v} for r in rows for e, v in r["estimates"].items()]
     plot_scatter(points, out.with_name("j_vs_jhat.png"), f"J vs J_hat: {cfg.experiment}, seed {cfg.seed}")
+    config = OmegaConf.to_container(cfg, resolve=True)
+    log_results_run(config, summary, out.with_name("j_vs_jhat.png"), "quickstart", Path(cfg.run.root).name)
     print(format_table(rows))
     for est, m in summary["metrics"].items():
         if m:

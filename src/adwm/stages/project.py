@@ -24,7 +24,7 @@ from adwm.runtime.cache import StageRecord
 from adwm.runtime.checkpoints import load_checkpoint
 from adwm.runtime.checks import require
 from adwm.runtime.faults import reached
-from adwm.runtime.trainer import build_logger, build_trainer, stopped_by_time
+from adwm.runtime.trainer import build_logger, build_trainer, finish_logger, stopped_by_time
 
 
 @dataclass
@@ -122,7 +122,9 @@ def _train(cfg: DictConfig, pcfg, proj_cfg: ProjectorConfig, wm_path: Path, out_
     train, val = cap_candidates(train, proj_cfg.max_candidates, rng), cap_candidates(val, proj_cfg.max_candidates, rng)
     n, d = wm.encoder.cfg.n_latents, wm.encoder.cfg.d_latent
     module = ProjectorModule(asdict(proj_cfg), (n, d), pcfg.model).attach(wm, policy)
-    logger = build_logger(OmegaConf.to_object(cfg.logger), out_dir, "project", OmegaConf.to_container(cfg))
+    logger = build_logger(
+        OmegaConf.to_object(cfg.logger), out_dir, f"project-{out_dir.name}", OmegaConf.to_container(cfg), "project"
+    )
     trainer = build_trainer(
         OmegaConf.to_object(cfg.trainer),
         logger,
@@ -141,6 +143,9 @@ def _train(cfg: DictConfig, pcfg, proj_cfg: ProjectorConfig, wm_path: Path, out_
     timed_out = stopped_by_time(trainer, "projector", proj_cfg.max_minutes)
     after = trainer.validate(module, val_loader, verbose=False)[0] if val else {}
     trainer.save_checkpoint(ckpt)
+    if logger:
+        logger.log_metrics({f"final/{k}": float(v) for k, v in after.items()}, step=trainer.global_step)
+    finish_logger(logger)
     atomic_write_json(
         out_dir / "metrics.json",
         {

@@ -29,7 +29,7 @@ from adwm.policies.loading import load_causal_lm
 from adwm.policies.tiny import TinyModelConfig, make_tiny_llama
 from adwm.runtime.cache import StageRecord
 from adwm.runtime.checks import at_least, in_range, require, safe_name
-from adwm.runtime.trainer import LoggerConfig, TrainerConfig, build_logger, build_trainer
+from adwm.runtime.trainer import LoggerConfig, TrainerConfig, build_logger, build_trainer, finish_logger
 
 
 @dataclass
@@ -159,11 +159,14 @@ def train_agent(
 
     lr = agent.lr if spec.lr is None else spec.lr
     module = BehaviourCloningModule(model, lr, agent.weight_decay, agent.warmup_steps, spec.steps)
-    logger = build_logger(logger_cfg, out.parent, f"agent-{variant}", hparams)
+    logger = build_logger(logger_cfg, out.parent, f"agent-{variant}", hparams, "train-agent")
     warnings.filterwarnings("ignore", message=".*validation_step.*val_dataloader.*")  # validated after fit
     trainer = build_trainer(trainer_cfg, logger, out.parent, max_steps=spec.steps, enable_checkpointing=False)
     trainer.fit(module, train_dl)
     val_metrics = trainer.validate(module, val_dl, verbose=False)[0]
+    if logger:
+        logger.log_metrics({f"final/{k}": float(v) for k, v in val_metrics.items()}, step=trainer.global_step)
+    finish_logger(logger)
 
     out.mkdir(parents=True, exist_ok=True)
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)

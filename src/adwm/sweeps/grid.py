@@ -17,9 +17,10 @@ Each run is the main job (`adwm quickstart`) in its own process, logging to `<ru
 what does not depend on their differences: agents, behaviour logs and ground truth per seed and upstream
 settings; the world model, projectors and baselines per fit settings (so ablations of the estimator
 reuse one world model). Stages that share a folder never run at the same time. With `logger=wandb` (in
-the grid's overrides) every finished run is a W&B run by its `logger` settings (project, entity, mode:
-offline by default; WANDB_MODE wins) with group = grid name, its resolved config, tags from the
-overrides, the J-vs-J_hat table and plot; `wandb sync <out>/wandb/offline-run-*` uploads later.
+the grid's overrides) each run's stages and its results are W&B runs by its `logger` settings (project,
+entity, mode: offline by default; WANDB_MODE wins) with group = grid name and tags from the labels and
+axis overrides; the results run holds the resolved config, the metrics, the J-vs-J_hat table and plot.
+`wandb sync <run>/**/wandb/offline-run-*` uploads later.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from adwm.runtime.atomic import read_json
 from adwm.runtime.cache import StageRecord
 from adwm.runtime.faults import reached
 from adwm.runtime.parallel import PARENT_ENV
@@ -152,17 +152,17 @@ def _execute(run: Run, spec: GridSpec) -> dict:
     with open(run.root / "log.txt", "a") as log:
         log.write(f"$ adwm quickstart {' '.join(run.overrides)}\n")
         log.flush()
-        env, own = {**os.environ, PARENT_ENV: str(os.getpid())}, []  # the run dies with the grid
+        env = {**os.environ, PARENT_ENV: str(os.getpid())}  # the run dies with the grid
+        # its W&B runs (one per stage, and its results) grouped under the grid, tagged by its labels
+        own = [f"logger.group={spec.name}", "logger.tags=" + json.dumps(run.tags)]
         if spec.workers > 1:  # one share of the cores per run, and no worker processes of its own
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // spec.workers)))
-            own = ["workers=1"]  # first: a grid axis that sets `workers` still wins
+            own += ["workers=1"]  # first: a grid axis that sets `workers` still wins
         proc = subprocess.run(
             [sys.executable, "-m", "adwm.cli", "quickstart", *own, *run.overrides], stdout=log, stderr=log, env=env
         )
     if proc.returncode != 0:
         raise RuntimeError(f"grid run {run.id} failed (exit {proc.returncode}); see {run.root / 'log.txt'}")
-    summary = read_json(run.root / "quickstart" / "summary.json")
-    _log_wandb(run, spec, summary)
     record = {"id": run.id, "labels": run.labels, "wall_s": round(time.time() - start, 1)}
     _record(run).save(run.overrides, **record)
     reached("grid.run")
@@ -233,43 +233,3 @@ def run_grid(
                 done += 1
                 print(f"grid [{done}/{len(runs)}] {record['id']} finished in {record['wall_s']} s", file=sys.stderr)
     return write_report(spec, runs, [_finished(r) for r in runs])
-
-
-def _log_wandb(run: Run, spec: GridSpec, summary: dict) -> None:
-    """A finished run as one W&B run, by the run's own resolved `logger` settings (its config.yaml): none
-    unless `logger=wandb`; project, entity, mode and tags as configured; the whole resolved config."""
-    config_file = Path(summary.get("config") or run.root / "quickstart" / "config.yaml")
-    if not config_file.is_file():
-        return
-    cfg = OmegaConf.to_container(OmegaConf.load(config_file), resolve=True)
-    logger = cfg.get("logger", {})
-    if logger.get("name") != "wandb":
-        return
-    os.environ.setdefault("WANDB_SILENT", "true")
-    import wandb
-
-    # as configured; the environment wins (as in wandb itself), and a W&B sweep agent logs to its server
-    mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_SWEEP_ID") else logger.get("mode"))
-    wb = wandb.init(
-        project=logger.get("project"),
-        entity=logger.get("entity"),
-        group=spec.name,
-        job_type="grid-run",
-        name=run.id,
-        tags=[*run.tags, *logger.get("tags", [])],
-        config={**cfg, "grid": {"labels": run.labels, "overrides": run.overrides}},
-        dir=str(Path(spec.out)),
-        mode=mode,
-        reinit="create_new",
-    )
-    flat = {f"{est}/{m}": v for est, ms in summary["metrics"].items() for m, v in ms.items()}
-    wb.log(flat | {f"timings/{k}": v for k, v in summary.get("timings_s", {}).items()})
-    table = wandb.Table(columns=["policy", "estimator", "J_true", "J_hat"])
-    for p in summary["policies"]:
-        for est, v in p["estimates"].items():
-            table.add_data(p["name"], est, p["J_true"], v)
-    wb.log({"estimates": table})
-    plot = config_file.with_name("j_vs_jhat.png")
-    if plot.is_file():
-        wb.log({"j_vs_jhat": wandb.Image(str(plot))})
-    wb.finish()
