@@ -26,13 +26,14 @@ import torch
 from adwm.config import load_config, to_object
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.evaluation.metrics import spearman
-from adwm.guidance.composed import GuidanceConfig
+from adwm.guidance.config import GuidanceConfig
 from adwm.models.world_model import WorldModelModule
 from adwm.models.world_model.replay import episode_returns, episodes_of, replay_open_loop
 from adwm.policies.llm import LLMPolicy
 from adwm.runtime.atomic import atomic_write_json
+from adwm.simulation.config import SimulateConfig
 from adwm.simulation.readers import SoftTokenReader
-from adwm.simulation.simulate import SimulateConfig, logged_reward_range, logged_starts, simulate
+from adwm.simulation.simulate import logged_reward_range, logged_starts, simulate
 from adwm.stages.project import backbone_key, load_projector
 
 

@@ -23,9 +23,9 @@ from adwm.envs import BuiltinEnv
 from adwm.policies.base import AgentState
 from adwm.policies.bc import BehaviourCloningModule
 from adwm.policies.bc_data import DemoDataset, gold_demos
-from adwm.policies.config import PolicyConfig
+from adwm.policies.config import PolicyConfig, TinyModelConfig
 from adwm.policies.llm import LLMPolicy
-from adwm.policies.tiny import TinyModelConfig, make_tiny_llama
+from adwm.policies.tiny import make_tiny_llama
 from adwm.runtime.atomic import atomic_write_json
 
 

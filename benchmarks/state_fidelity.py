@@ -30,11 +30,13 @@ import torch
 
 from adwm.config import load_config, to_object
 from adwm.data.datamodule import TrajectoryDataModule
-from adwm.guidance import GuidanceConfig, guided_eps_fn
+from adwm.guidance import guided_eps_fn
+from adwm.guidance.config import GuidanceConfig
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.config import PolicyConfig
 from adwm.runtime.atomic import atomic_write_json
-from adwm.simulation.simulate import SimulateConfig, logged_reward_range, logged_starts, simulate
+from adwm.simulation.config import SimulateConfig
+from adwm.simulation.simulate import logged_reward_range, logged_starts, simulate
 
 ROOM = re.compile(r"You are in the ([a-z ]+)\.")
 INVENTORY = re.compile(r"You carry ([^.]*)\.")

@@ -24,7 +24,9 @@ def tables(summary: dict) -> str:
     for e in ests:
         m = metrics[e]
         name = LABELS.get(e, e.upper())
-        lines.append(f"| {name} | {m['spearman']:.2f} | {m['kendall']:.2f} | {m['nrmse']:.3f} | {m['regret_at_1']:.2f} |")
+        lines.append(
+            f"| {name} | {m['spearman']:.2f} | {m['kendall']:.2f} | {m['nrmse']:.3f} | {m['regret_at_1']:.2f} |"
+        )
     cols = order(list(summary["policies"][0]["estimates"]))
     lines += ["", "| policy | J (± SE) | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for p in summary["policies"]:

@@ -12,7 +12,8 @@ import torch  # noqa: E402
 
 from adwm.config import load_config  # noqa: E402
 from adwm.encoders.tokenizer import train_tokenizer  # noqa: E402
-from adwm.policies.tiny import TinyModelConfig, make_tiny_llama  # noqa: E402
+from adwm.policies.config import TinyModelConfig
+from adwm.policies.tiny import make_tiny_llama  # noqa: E402
 from helpers import builtin_texts  # noqa: E402
 
 torch.set_num_threads(2)
@@ -35,8 +36,9 @@ def bc_agent_dir(tmp_path_factory) -> str:
     """A tiny agent trained for seconds by behaviour cloning: its action choice depends on what it reads."""
     from adwm.envs import EnvConfig
     from adwm.policies.config import PolicyConfig
-    from adwm.runtime.trainer import LoggerConfig, TrainerConfig
-    from adwm.stages.train_agent import AgentConfig, AgentVariant, train_agent
+    from adwm.runtime.config import LoggerConfig, TrainerConfig
+    from adwm.stages.config import AgentConfig, AgentVariant
+    from adwm.stages.train_agent import train_agent
 
     agent = AgentConfig(
         dir=str(tmp_path_factory.mktemp("bc")),

@@ -22,14 +22,15 @@ def uniform_log_world_model(folder, n_episodes: int, max_steps: int, val_fractio
 
     import torch
 
-    from adwm.data.datamodule import DataConfig, TrajectoryDataModule
-    from adwm.diffusion.denoiser import DenoiserConfig
-    from adwm.diffusion.sampler import SamplerConfig
-    from adwm.encoders import EncoderConfig
+    from adwm.data.config import DataConfig
+    from adwm.data.datamodule import TrajectoryDataModule
+    from adwm.diffusion.config import DenoiserConfig, SamplerConfig
+    from adwm.encoders.config import EncoderConfig
     from adwm.envs import EnvConfig
     from adwm.models.world_model import WorldModelConfig, WorldModelModule
     from adwm.policies.config import PolicyConfig
-    from adwm.stages.collect import BehaviourEntry, CollectConfig, collect
+    from adwm.stages.collect import collect
+    from adwm.stages.config import BehaviourEntry, CollectConfig
 
     out = str(folder / "log.jsonl")
     uniform = BehaviourEntry(PolicyConfig(name="u", kind="uniform"), 1.0)

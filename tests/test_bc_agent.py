@@ -9,11 +9,11 @@ import pytest
 
 from adwm.data.play import EpisodeJob, run_episodes
 from adwm.envs import EnvConfig, make_env
-from adwm.policies.config import PolicyConfig
+from adwm.policies.config import PolicyConfig, TinyModelConfig
 from adwm.policies.factory import build_policy
-from adwm.policies.tiny import TinyModelConfig
-from adwm.runtime.trainer import LoggerConfig, TrainerConfig
-from adwm.stages.train_agent import AgentConfig, AgentVariant, train_agent
+from adwm.runtime.config import LoggerConfig, TrainerConfig
+from adwm.stages.config import AgentConfig, AgentVariant
+from adwm.stages.train_agent import train_agent
 
 
 def mean_return(policy_cfg: PolicyConfig, env_cfg: EnvConfig, n: int) -> float:

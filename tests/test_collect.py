@@ -15,7 +15,8 @@ import pytest
 from adwm.data.schema import LogFormatError, read_episodes
 from adwm.envs import EnvConfig
 from adwm.policies.config import PolicyConfig
-from adwm.stages.collect import BehaviourEntry, CollectConfig, collect
+from adwm.stages.collect import collect
+from adwm.stages.config import BehaviourEntry, CollectConfig
 
 
 def uniform_cfg(out: Path, n: int) -> CollectConfig:

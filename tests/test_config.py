@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from adwm.cli import main
 from adwm.config import ConfigError, config_dir, load_config, to_object
@@ -92,9 +94,13 @@ def test_a_group_file_extends_another_choice(tmp_path, monkeypatch):
     root = tmp_path / "configs"
     shutil.copytree(config_dir(), root)
     monkeypatch.setenv("ADWM_CONFIG_DIR", str(root))
-    (root / "agent" / "loop.yaml").write_text("extends: loop\n")
+    (root / "agent" / "loop.yaml").write_text("extends: other\n")
+    (root / "agent" / "other.yaml").write_text("extends: loop\n")
     with pytest.raises(ConfigError, match=r"loop.yaml: 'extends' forms a cycle through 'loop'"):
         load_config(["agent=loop"])
+    (root / "agent" / "self.yaml").write_text("extends: self\n")
+    with pytest.raises(ConfigError, match=r"self.yaml: extends: 'self' is its own name, and no config folder"):
+        load_config(["agent=self"])
     (root / "agent" / "orphan.yaml").write_text("extends: small\n")
     with pytest.raises(ConfigError, match=r"orphan.yaml: extends: unknown choice 'small' for group 'agent'"):
         load_config(["agent=orphan"])
@@ -154,3 +160,44 @@ def test_a_list_element_override_changes_that_element_only():
     assert [b.weight for b in cfg.collect.behaviour] == [1.0, 2.5, 1.0]
     assert cfg.collect.behaviour[2].policy.temperature == 0.5 and cfg.collect.behaviour[2].policy.eps == 0.3
     assert cfg.collect.behaviour[0].policy.temperature == 0.5 and len(cfg.collect.behaviour) == 3
+
+
+def test_a_user_config_dir_adds_experiments_and_extends_packaged_choices(tmp_path, capsys):
+    """`--config-dir`: the user's files first, the packaged ones below; a user's `agent/tiny.yaml` extends the
+    packaged `tiny` by its own name and changes one value."""
+    from adwm.cli import main
+
+    mine = tmp_path / "mine"
+    (mine / "agent").mkdir(parents=True)
+    (mine / "experiment").mkdir()
+    (mine / "agent" / "tiny.yaml").write_text("extends: tiny\nlr: 0.005\n")
+    (mine / "experiment" / "my_run.yaml").write_text("defaults: {env: builtin}\nenv: {max_steps: 7}\n")
+    assert main(["config", "show", "--config-dir", str(mine), "experiment=my_run"]) == 0
+    cfg = OmegaConf.create(capsys.readouterr().out)
+    packaged = load_config(["agent=tiny"])
+    assert cfg.experiment == "my_run" and cfg.env.max_steps == 7 and cfg.agent.lr == 0.005
+    assert cfg.agent.variants == packaged.agent.variants and cfg.agent.model == packaged.agent.model
+    assert main(["config", "show", "--config-dir", str(mine), "experiment=nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown experiment 'nope'" in err and "'my_run'" in err and "'smoke'" in err  # both folders listed
+
+
+def test_the_configs_ship_inside_the_package(tmp_path):
+    """A wheel (what a non-editable install unpacks) holds every packaged config file."""
+    import subprocess
+    import sys
+    import zipfile
+
+    repo = Path(__file__).resolve().parents[1]
+    for item in ("pyproject.toml", "README.md"):
+        shutil.copy(repo / item, tmp_path / item)
+    shutil.copytree(repo / "src", tmp_path / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w", "dist"],
+        cwd=tmp_path,
+        check=True,
+    )
+    (wheel,) = (tmp_path / "dist").glob("adwm-*.whl")
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("adwm/configs/")}
+    packaged = {f"adwm/configs/{p.relative_to(config_dir())}" for p in config_dir().rglob("*.yaml")}
+    assert packaged and shipped == packaged

@@ -6,11 +6,13 @@ import json
 
 import pytest
 
-from adwm.data.datamodule import DataConfig, TrajectoryDataModule
+from adwm.data.config import DataConfig
+from adwm.data.datamodule import TrajectoryDataModule
 from adwm.data.schema import LogFormatError, read_episodes
 from adwm.envs import EnvConfig
 from adwm.policies.config import PolicyConfig
-from adwm.stages.collect import BehaviourEntry, CollectConfig, collect
+from adwm.stages.collect import collect
+from adwm.stages.config import BehaviourEntry, CollectConfig
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adwm.diffusion import DiffusionSampler, SamplerConfig, alpha_bar, eps_to_out, q_sample, to_x0_eps, training_target
+from adwm.diffusion import DiffusionSampler, alpha_bar, eps_to_out, q_sample, to_x0_eps, training_target
+from adwm.diffusion.config import SamplerConfig
 
 MU, S = 1.5, 0.5  # data x0 ~ N(MU, S^2)
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from adwm.config import load_config
-from adwm.encoders import EncoderConfig, build_encoder
+from adwm.encoders import build_encoder
+from adwm.encoders.config import EncoderConfig
 from helpers import builtin_texts
 
 TEXTS = builtin_texts(10)

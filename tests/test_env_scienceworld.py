@@ -17,7 +17,8 @@ from adwm.envs import EnvConfig, make_env
 from adwm.envs.base import OnDemandActions
 from adwm.policies.base import AgentState, Policy
 from adwm.policies.config import PolicyConfig
-from adwm.stages.collect import BehaviourEntry, CollectConfig, collect
+from adwm.stages.collect import collect
+from adwm.stages.config import BehaviourEntry, CollectConfig
 
 pytest.importorskip("scienceworld")
 if shutil.which("java") is None:  # .ci/run installs a JRE; a bare machine skips with the reason

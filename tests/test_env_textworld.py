@@ -10,7 +10,8 @@ from adwm.data.schema import read_episodes  # noqa: E402
 from adwm.envs import EnvConfig  # noqa: E402
 from adwm.envs.textworld import CookingSettings, TextWorldConfig, TextWorldEnv, clean_feedback  # noqa: E402
 from adwm.policies.config import PolicyConfig  # noqa: E402
-from adwm.stages.collect import BehaviourEntry, CollectConfig, collect  # noqa: E402
+from adwm.stages.collect import collect  # noqa: E402
+from adwm.stages.config import BehaviourEntry, CollectConfig
 
 BANNER = (
     "\n\n\n                    ________  ________  __    __  ________\n                   |        \\|        \\|"

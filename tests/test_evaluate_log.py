@@ -106,8 +106,9 @@ def test_writing_from_soft_tokens_equals_writing_from_the_same_tokens_as_text(ti
 def test_free_form_rollouts_embed_what_the_agent_wrote(tmp_path):
     """In a world model of a free-form log the agent's written text (not a logged action) is what the action
     encoder embeds each step; the eps share draws logged actions."""
-    from adwm.guidance import GuidanceConfig
-    from adwm.simulation.simulate import SimulateConfig, _written_actions, logged_starts, simulate
+    from adwm.guidance.config import GuidanceConfig
+    from adwm.simulation.config import SimulateConfig
+    from adwm.simulation.simulate import _written_actions, logged_starts, simulate
     from helpers import uniform_log_world_model
 
     dm, wm = uniform_log_world_model(tmp_path, n_episodes=6, max_steps=4, val_fraction=0.0, sampler_steps=2)

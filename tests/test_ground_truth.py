@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from adwm.envs import EnvConfig
+from adwm.evaluation.config import GroundTruthConfig
 from adwm.evaluation.family import FamilyConfig, family_policies
-from adwm.evaluation.ground_truth import GroundTruthConfig, ground_truth
+from adwm.evaluation.ground_truth import ground_truth
 from adwm.policies.config import PolicyConfig
 
 

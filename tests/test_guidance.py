@@ -7,8 +7,10 @@ import math
 import pytest
 import torch
 
-from adwm.diffusion.sampler import DiffusionSampler, SamplerConfig
-from adwm.guidance import GuidanceConfig, guided_eps_fn
+from adwm.diffusion.config import SamplerConfig
+from adwm.diffusion.sampler import DiffusionSampler
+from adwm.guidance import guided_eps_fn
+from adwm.guidance.config import GuidanceConfig
 
 SAMPLER = DiffusionSampler(SamplerConfig(train_steps=50, steps=10))
 

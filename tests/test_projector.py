@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from adwm.models.projector import ProjectorConfig, ProjectorModule, candidate_log_softmax
+from adwm.models.config import ProjectorConfig
+from adwm.models.projector import ProjectorModule, candidate_log_softmax
 from adwm.policies.base import AgentState
 from adwm.policies.config import PolicyConfig
 from adwm.policies.llm import LLMPolicy
@@ -89,7 +90,8 @@ def test_lora_adapter_is_active_only_for_soft_reading(setup):
 
 
 def test_agent_with_other_embedding_size_fails_with_a_named_error(setup, tmp_path):
-    from adwm.policies.tiny import TinyModelConfig, make_tiny_llama
+    from adwm.policies.config import TinyModelConfig
+    from adwm.policies.tiny import make_tiny_llama
 
     dm, wm, lm = setup
     module = ProjectorModule(asdict(ProjectorConfig(n_tokens=2, hidden=16)), (2, 8), lm).attach(wm, policy(lm))

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from adwm.models.world_model.config import RolloutHeadsConfig
 from adwm.models.world_model.replay import (
     Replayed,
-    RolloutHeadsConfig,
     episodes_of,
     refit_transition_heads,
     replay_open_loop,

@@ -16,22 +16,16 @@ from adwm.config import load_config
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.evaluation.bootstrap import mean_interval
 from adwm.evaluation.family import family_policies
-from adwm.guidance import GuidanceConfig
+from adwm.guidance.config import GuidanceConfig
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.base import AgentState
 from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.sampling import action_log_probs, uses_model
+from adwm.simulation.config import CANDIDATE_RULES, SimulateConfig
 from adwm.simulation.readers import NearestTextReader
-from adwm.simulation.simulate import (
-    CANDIDATE_RULES,
-    SimulateConfig,
-    logged_reward_range,
-    logged_starts,
-    next_candidates,
-    simulate,
-)
+from adwm.simulation.simulate import logged_reward_range, logged_starts, next_candidates, simulate
 from helpers import uniform_log_world_model
 
 
@@ -122,7 +116,8 @@ def test_rollout_evaluator_runs_inside_a_one_epoch_fit(smoke_overrides, tmp_path
 
 
 def test_continuation_guidance_runs_and_moves_the_rollouts(world, bc_agent_dir):
-    from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
+    from adwm.guidance.config import TailConfig
+    from adwm.guidance.continuation import Continuation, fit_tail_value
 
     wm, dm = world
     starts = logged_starts(dm)
@@ -217,7 +212,8 @@ def test_first_steps_without_a_list_get_proposed_candidates_and_sets_are_capped(
 
 
 def test_tail_value_of_a_writing_agent_uses_the_probability_of_writing_the_logged_action(world, bc_agent_dir):
-    from adwm.guidance.continuation import TailConfig, _writing_log_probs, fit_tail_value
+    from adwm.guidance.config import TailConfig
+    from adwm.guidance.continuation import _writing_log_probs, fit_tail_value
 
     wm, dm = world
     pcfg = PolicyConfig(name="w", model=bc_agent_dir, mode="generate", eps=0.2, history_turns=0, max_new_tokens=8)

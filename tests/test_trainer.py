@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
-from adwm.runtime.trainer import LoggerConfig, build_logger
+from adwm.runtime.config import LoggerConfig
+from adwm.runtime.trainer import build_logger
 
 
 def test_none_and_csv(tmp_path):

@@ -10,16 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-from adwm.data.datamodule import DataConfig, TrajectoryDataModule
-from adwm.diffusion.denoiser import DenoiserConfig
-from adwm.diffusion.sampler import SamplerConfig
-from adwm.encoders import EncoderConfig
+from adwm.data.config import DataConfig
+from adwm.data.datamodule import TrajectoryDataModule
+from adwm.diffusion.config import DenoiserConfig, SamplerConfig
+from adwm.encoders.config import EncoderConfig
 from adwm.envs import EnvConfig
 from adwm.models.history import HistoryEncoder
 from adwm.models.world_model import WorldModelConfig, WorldModelModule
 from adwm.models.world_model.diagnostics import effective_rank
 from adwm.policies.config import PolicyConfig
-from adwm.stages.collect import BehaviourEntry, CollectConfig, collect
+from adwm.stages.collect import collect
+from adwm.stages.config import BehaviourEntry, CollectConfig
 
 ENC = EncoderConfig(name="tiny", n_latents=2, d_latent=8, d_model=32, layers=1, heads=2, vocab_size=400)
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 OVERRIDES_HELP = "experiment=NAME, group=choice (env, agent, policy, collect, family, ground_truth, encoder, trainer, logger) or a.b=value"
 
 COMMANDS = {
     "config": (
         "Print the resolved configuration.",
-        "`adwm config show [overrides]` composes configs/defaults.yaml, the group files, the experiment and "
+        "`adwm config show [overrides]` composes defaults.yaml, the group files, the experiment (from --config-dir "
+        "folders, then the packaged configs) and "
         "the overrides, validates them against the schema and prints the result as YAML.",
     ),
     "train-agent": (
@@ -105,6 +107,14 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="command", required=True)
     for name, (short, long) in COMMANDS.items():
         p = sub.add_parser(name, help=short, description=f"{short} {long}")
+        p.add_argument(
+            "--config-dir",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="a folder of your own config files (same layout as the packaged configs: <group>/<choice>.yaml, "
+            "experiment/<name>.yaml), searched before the packaged ones; repeatable",
+        )
         if name == "config":
             p.add_argument("action", choices=["show"], help="show: print the resolved configuration")
         if name == "grid":
@@ -232,8 +242,31 @@ def _dispatch(command: str, cfg, overrides: list[str]):
         return quickstart(cfg, overrides)
 
 
+def _config_dirs(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`--config-dir DIR` (or `--config-dir=DIR`) anywhere on the command line, and the other arguments
+    (argparse would not take overrides that follow it after `config show`)."""
+    dirs, rest, k = [], [], 0
+    while k < len(argv):
+        if argv[k] == "--config-dir" and k + 1 < len(argv):
+            dirs.append(argv[k + 1])
+            k += 2
+            continue
+        if argv[k].startswith("--config-dir="):
+            dirs.append(argv[k].split("=", 1)[1])
+        else:
+            rest.append(argv[k])
+        k += 1
+    return dirs, rest
+
+
 def main(argv: list[str] | None = None) -> int:
+    dirs, argv = _config_dirs(list(sys.argv[1:] if argv is None else argv))
     args = _parser().parse_args(argv)
+    if dirs:  # in the environment: a grid's run processes search the same folders
+        from adwm.config.compose import CONFIG_DIR_ENV
+
+        given = [str(Path(d).resolve()) for d in dirs]
+        os.environ[CONFIG_DIR_ENV] = os.pathsep.join([*given, *filter(None, [os.environ.get(CONFIG_DIR_ENV)])])
     from adwm.runtime.parallel import PARENT_ENV, quiet_known_warnings, watch_parent
 
     quiet_known_warnings()

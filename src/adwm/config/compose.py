@@ -2,11 +2,16 @@
 
 Composition order (later wins):
 1. the schema defaults (adwm.config.schema);
-2. one file per group, `configs/<group>/<choice>.yaml`, the choice taken from
-   `configs/defaults.yaml`, then the experiment's `defaults:`, then `group=choice`
+2. one file per group, `<group>/<choice>.yaml`, the choice taken from
+   `defaults.yaml`, then the experiment's `defaults:`, then `group=choice`
    on the command line;
-3. the experiment file `configs/experiment/<name>.yaml` (deltas only);
+3. the experiment file `experiment/<name>.yaml` (deltas only);
 4. `a.b=value` overrides on the command line.
+
+Files are looked up in the config search path: the user's config folders (`--config-dir`, or
+`$ADWM_CONFIG_DIR`, several separated by `os.pathsep`), first found wins, then the configs packaged
+in `adwm/configs`. A user's file may `extends:` a choice of its group, also one of the same name further
+down the path (a user's `agent/tiny.yaml` that extends the packaged `tiny`).
 
 Every step is validated against the schema: an unknown key, a wrong type or an
 unknown group choice raises `ConfigError` naming the source, the dotted key and
@@ -52,14 +57,31 @@ def _pkg_path(module: str) -> str:
 (getattr(OmegaConf, "register_resolver", None) or OmegaConf.register_new_resolver)("pkg_path", _pkg_path, replace=True)
 
 
+CONFIG_DIR_ENV = "ADWM_CONFIG_DIR"
+
+
 def config_dir() -> Path:
-    """`$ADWM_CONFIG_DIR`, else the repository's `configs/`."""
-    env = os.environ.get("ADWM_CONFIG_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "configs"
+    """The configs packaged with adwm (`adwm/configs`)."""
+    return Path(__file__).resolve().parents[1] / "configs"
 
 
-def _choices(group_dir: Path) -> list[str]:
-    return sorted(p.stem for p in group_dir.glob("*.yaml"))
+def config_path() -> list[Path]:
+    """The config search path: the user's folders of `$ADWM_CONFIG_DIR` (first wins), then the packaged ones."""
+    user = [Path(p).expanduser() for p in os.environ.get(CONFIG_DIR_ENV, "").split(os.pathsep) if p]
+    for folder in user:
+        if not folder.is_dir():
+            raise ConfigError(f"--config-dir / ${CONFIG_DIR_ENV}: '{folder}' is not a folder of config files")
+    return [*user, config_dir()]
+
+
+def _find(path: list[Path], rel: str, after: Path | None = None) -> Path | None:
+    """The first `<folder>/<rel>` of the search path (below the folder of `after`, when given)."""
+    folders = path[path.index(after.parents[rel.count("/")]) + 1 :] if after is not None else path
+    return next((f / rel for f in folders if (f / rel).is_file()), None)
+
+
+def _choices(path: list[Path], group: str) -> list[str]:
+    return sorted({p.stem for folder in path for p in (folder / group).glob("*.yaml")})
 
 
 def _load_yaml(path: Path) -> DictConfig:
@@ -91,21 +113,31 @@ def _merge(cfg: DictConfig, delta: Any, source: str, prefix: str = "") -> DictCo
         raise ConfigError(f"{source}: config key '{err.full_key}': {msg}") from None
 
 
-def _group_chain(root: Path, group: str, choice: str) -> list[tuple[Path, DictConfig]]:
-    """A group file and the files it `extends` (another choice of the same group), base first."""
+def _group_chain(path: list[Path], group: str, choice: str) -> list[tuple[Path, DictConfig]]:
+    """A group file and the files it `extends` (another choice of the same group, or the same choice
+    further down the search path), base first."""
     chain: list[tuple[Path, DictConfig]] = []
-    source = ""
+    source, below = "", None
     while choice is not None:
-        path = root / group / f"{choice}.yaml"
-        if not path.is_file():
+        rel = f"{group}/{choice}.yaml"
+        file = _find(path, rel, below)
+        if file is None and below is not None:
             raise ConfigError(
-                f"{source}unknown choice '{choice}' for group '{group}'; choose from {_choices(root / group)}"
+                f"{below}: extends: '{choice}' is its own name, and no config folder further down the search "
+                f"path has {rel}"
             )
-        if any(p == path for p, _ in chain):
-            raise ConfigError(f"{path}: 'extends' forms a cycle through '{choice}'")
-        delta = _load_yaml(path)
-        chain.append((path, delta))
-        choice, source = delta.pop("extends", None), f"{path}: extends: "
+        if file is None:
+            raise ConfigError(
+                f"{source}unknown choice '{choice}' for group '{group}'; choose from {_choices(path, group)}"
+            )
+        if any(p == file for p, _ in chain):
+            raise ConfigError(f"{file}: 'extends' forms a cycle through '{choice}'")
+        delta = _load_yaml(file)
+        chain.append((file, delta))
+        extends = delta.pop("extends", None)
+        # a file that extends its own name extends the file of that name further down the path
+        below = file if extends == choice else None
+        choice, source = extends, f"{file}: extends: "
     return chain[::-1]
 
 
@@ -131,21 +163,22 @@ def _split_overrides(overrides: list[str]) -> tuple[str | None, dict[str, str], 
 
 def load_config(overrides: list[str] | None = None, command: str = "config") -> DictConfig:
     """Compose, validate and resolve the configuration for `command`."""
-    root = config_dir()
+    path = config_path()
     experiment, cli_groups, dotlist = _split_overrides(list(overrides or []))
     cfg = OmegaConf.structured(AppConfig)
     cfg.command = command
 
     choices: dict[str, str] = {}
-    defaults_file = root / "defaults.yaml"
-    if defaults_file.is_file():
+    defaults_file = _find(path, "defaults.yaml")
+    if defaults_file is not None:
         choices.update(_load_yaml(defaults_file).get("defaults", {}))
     exp_delta: DictConfig | None = None
+    exp_file = None
     if experiment:
-        exp_file = root / "experiment" / f"{experiment}.yaml"
-        if not exp_file.is_file():
+        exp_file = _find(path, f"experiment/{experiment}.yaml")
+        if exp_file is None:
             raise ConfigError(
-                f"command line: unknown experiment '{experiment}'; choose from {_choices(root / 'experiment')}"
+                f"command line: unknown experiment '{experiment}'; choose from {_choices(path, 'experiment')}"
             )
         exp_delta = _load_yaml(exp_file)
         choices.update(exp_delta.pop("defaults", {}) or {})
@@ -155,10 +188,10 @@ def load_config(overrides: list[str] | None = None, command: str = "config") -> 
     for group, choice in choices.items():
         if group not in GROUPS:
             raise ConfigError(f"defaults: unknown config group '{group}'; choose from {list(GROUPS)}")
-        for path, delta in _group_chain(root, group, choice):
-            cfg = _merge(cfg, delta, str(path), prefix=group)
+        for file, delta in _group_chain(path, group, choice):
+            cfg = _merge(cfg, delta, str(file), prefix=group)
     if exp_delta is not None:
-        cfg = _merge(cfg, exp_delta, str(root / "experiment" / f"{experiment}.yaml"))
+        cfg = _merge(cfg, exp_delta, str(exp_file))
     for item in dotlist:
         cfg = _override(cfg, item)
     try:

@@ -9,24 +9,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from adwm.data.datamodule import DataConfig
-from adwm.encoders.base import EncoderConfig
+from adwm.data.config import DataConfig
+from adwm.encoders.config import EncoderConfig
 from adwm.envs.registry import EnvConfig
+from adwm.evaluation.config import GroundTruthConfig
 from adwm.evaluation.family import FamilyConfig
-from adwm.evaluation.ground_truth import GroundTruthConfig
-from adwm.guidance.composed import GuidanceConfig
-from adwm.models.projector import ProjectorConfig
-from adwm.models.world_model import WorldModelConfig
+from adwm.guidance.config import GuidanceConfig
+from adwm.models.config import ProjectorConfig
+from adwm.models.world_model.config import WorldModelConfig
+from adwm.ope.config import OPEConfig
 from adwm.policies.config import PolicyConfig
 from adwm.runtime.checks import require, safe_name
-from adwm.runtime.trainer import LoggerConfig, TrainerConfig
-from adwm.stages.collect import CollectConfig
-from adwm.stages.evaluate import EvaluateConfig
-from adwm.stages.evaluate_log import EvaluateLogConfig
-from adwm.stages.fit import FitConfig
-from adwm.stages.ope import OPEConfig
-from adwm.stages.project import ProjectConfig
-from adwm.stages.train_agent import AgentConfig
+from adwm.runtime.config import LoggerConfig, TrainerConfig
+from adwm.stages.config import (
+    AgentConfig,
+    CollectConfig,
+    EvaluateConfig,
+    EvaluateLogConfig,
+    FitConfig,
+    ProjectConfig,
+)
 
 
 @dataclass

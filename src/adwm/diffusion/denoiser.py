@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from einops import rearrange
 from torch import nn
 
-from adwm.runtime.checks import at_least, one_of
-
-
-@dataclass
-class DenoiserConfig:
-    backbone: str = "mlp"  # mlp | transformer
-    hidden: int = 384  # the latent is small (L*d_z = 128): a wide MLP is fast and accurate on CPU
-    layers: int = 4
-    heads: int = 4  # transformer only
-
-    def __post_init__(self) -> None:
-        one_of(self.backbone, "world_model.denoiser.backbone", ("mlp", "transformer"))
-        at_least(self, "world_model.denoiser", 1, ("hidden", "layers", "heads"))
+from adwm.diffusion.config import DenoiserConfig
 
 
 def timestep_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:

@@ -10,34 +10,13 @@ Latents are never clamped.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
+from adwm.diffusion.config import SamplerConfig
 from adwm.diffusion.schedules import alpha_bar, tweedie_x0
-from adwm.runtime.checks import at_least, one_of, require
 
 EpsFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x_t, t: (B,) long) -> eps_hat
-
-
-@dataclass
-class SamplerConfig:
-    train_steps: int = 100  # T of the forward process; latents need far fewer than images' 1000
-    schedule: str = "cosine"  # cosine keeps more signal at mid t than linear for small T
-    method: str = "ddim"  # ddim: deterministic, few steps; ddpm: ancestral
-    steps: int = 20  # reverse steps at sampling time (ddim subsamples the T steps)
-    ddim_eta: float = 0.0  # 0: deterministic DDIM; 1: DDPM-like noise
-
-    def __post_init__(self) -> None:
-        one_of(self.method, "world_model.sampler.method", ("ddim", "ddpm"))
-        at_least(self, "world_model.sampler", 1, ("train_steps",))
-        require(
-            1 <= self.steps <= self.train_steps,
-            "world_model.sampler.steps",
-            self.steps,
-            f"1..{self.train_steps} (world_model.sampler.train_steps)",
-        )
-        require(self.ddim_eta >= 0, "world_model.sampler.ddim_eta", self.ddim_eta, ">= 0")
 
 
 class DiffusionSampler:

@@ -1,6 +1,12 @@
 """Text encoders by registry name (DESIGN section 2, encoder E)."""
 
-from adwm.encoders.base import EncoderConfig, TextEncoder
-from adwm.encoders.registry import ENCODERS, build_encoder
+from adwm.runtime.lazy import lazy_exports
 
-__all__ = ["ENCODERS", "EncoderConfig", "TextEncoder", "build_encoder"]
+_WHERE = {
+    "ENCODERS": "adwm.encoders.registry",
+    "EncoderConfig": "adwm.encoders.config",
+    "TextEncoder": "adwm.encoders.base",
+    "build_encoder": "adwm.encoders.registry",
+}
+__all__ = sorted(_WHERE)
+__getattr__ = lazy_exports(__name__, _WHERE)

@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from tokenizers import Tokenizer
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
 
-from adwm.encoders.base import EncoderConfig, TextEncoder
+from adwm.encoders.base import TextEncoder
+from adwm.encoders.config import EncoderConfig
 from adwm.encoders.tokenizer import BOS, EOS, PAD, train_tokenizer
 from adwm.runtime.hub import check_model_source
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 
@@ -21,27 +21,15 @@ from omegaconf import DictConfig, OmegaConf
 from adwm.data.play import EpisodeJob, run_episodes
 from adwm.data.schema import Episode
 from adwm.envs.registry import EnvConfig, env_signature, make_env
+from adwm.evaluation.config import GroundTruthConfig
 from adwm.evaluation.family import family_policies
 from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
 from adwm.policies.loading import model_fingerprint
 from adwm.runtime.atomic import read_json, update_json
 from adwm.runtime.cache import entry_matches
-from adwm.runtime.checks import at_least
 from adwm.runtime.faults import reached
 from adwm.runtime.parallel import run_jobs
-
-
-@dataclass
-class GroundTruthConfig:
-    n_episodes: int = 150  # per policy; SE ~ 0.35/sqrt(n) on builtin, below the gaps between eps levels
-    seed_offset: int = 3_000_000  # environment seeds offset+[0, n): disjoint from training and behaviour logs
-    n_envs: int = 64  # environments in lock-step per batched model call
-    out: str = "${run.root}/ground_truth/ground_truth.json"
-
-    def __post_init__(self) -> None:
-        at_least(self, "ground_truth", 1, ("n_episodes", "n_envs"))
-        at_least(self, "ground_truth", 0, ("seed_offset",))
 
 
 def _keep(store: dict[int, Episode], ep: Episode) -> None:

@@ -21,40 +21,14 @@ so eta is a step length in latent units at every noise level.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
 from adwm.diffusion.schedules import tweedie_x0
+from adwm.guidance.config import GuidanceConfig
 
 EpsModel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]  # (x_t, t, action or None)
 LogC = Callable[[torch.Tensor], torch.Tensor]  # z0_hat (B, L, d) -> log C (B,)
-
-
-GUIDANCE_SPACES = ("x0", "score")
-
-
-@dataclass
-class GuidanceConfig:
-    omega: float = 1.0  # action-posterior guidance: 1 = plain conditional, 0 = ignores the action
-    eta: float = 1.0  # continuation guidance; 0 turns it off
-    steps: int = 1  # continuation guidance on the last `steps` reverse steps only (each costs a backward pass)
-    clip: float = 1.0  # per-sample L2 cap of grad log C
-    # where eta * grad log C is added: "x0" to the Tweedie estimate (a step of eta in latent units),
-    # "score" to the score (scaled by sqrt(1 - abar_t), so nearly nothing on the last, low-noise steps)
-    space: str = "x0"
-
-    def __post_init__(self) -> None:
-        if self.space not in GUIDANCE_SPACES:
-            raise ValueError(f"guidance.space: unknown space '{self.space}'; choose from {list(GUIDANCE_SPACES)}")
-        for key in ("omega", "eta", "clip"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"guidance.{key}: expected >= 0, got {getattr(self, key)}")
-        if self.steps < 0 or (self.steps == 0 and self.eta > 0):
-            raise ValueError(
-                f"guidance.steps: expected a number of reverse steps >= 1 (continuation guidance is on: eta="
-                f"{self.eta}; eta=0 turns it off), got {self.steps}"
-            )
 
 
 def guided_eps_fn(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,21 +22,12 @@ import torch
 from torch import nn
 
 from adwm.data.datamodule import TrajectoryDataModule
+from adwm.guidance.config import TailConfig
 from adwm.policies.base import AgentState
 from adwm.policies.config import PolicyConfig
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.sampling import action_log_probs
 from adwm.policies.wrappers import eps_mixture
-
-
-@dataclass
-class TailConfig:
-    enabled: bool = True
-    gamma: float = 0.9  # discount of the tail value (a soft horizon of ~10 steps)
-    transitions: int = 1000  # logged transitions scored by pi_e for the TD fit
-    steps: int = 400
-    lr: float = 3e-3
-    target_every: int = 50
 
 
 class TailValue(nn.Module):

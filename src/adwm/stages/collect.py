@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -22,40 +22,13 @@ import numpy as np
 from adwm.data.play import EpisodeJob, run_episodes
 from adwm.data.schema import Episode, LogFormatError, parse_episode
 from adwm.envs.registry import EnvConfig, env_signature, make_env
-from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
 from adwm.policies.loading import model_fingerprint
 from adwm.runtime.atomic import atomic_write_json, exclusive
 from adwm.runtime.cache import StageRecord
-from adwm.runtime.checks import at_least, require
 from adwm.runtime.faults import reached
 from adwm.runtime.hub import check_model_source
-
-
-@dataclass
-class BehaviourEntry:
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    weight: float = 1.0  # relative share of episodes
-
-
-@dataclass
-class CollectConfig:
-    n_episodes: int = 600  # episodes in the log when the command finishes
-    seed_offset: int = 2_000_000  # environment seeds offset+[0, n): disjoint from agent training and ground truth
-    n_envs: int = 64  # environments played in lock-step; one batched model call per step
-    out: str = "${run.root}/collect/episodes.jsonl"
-    behaviour: list[BehaviourEntry] = field(
-        default_factory=lambda: [BehaviourEntry(PolicyConfig(name="uniform", kind="uniform"))]
-    )
-
-    def __post_init__(self) -> None:
-        at_least(self, "collect", 1, ("n_episodes", "n_envs"))
-        at_least(self, "collect", 0, ("seed_offset",))
-        weights = [b.weight for b in self.behaviour]
-        require(bool(weights), "collect.behaviour", weights, "at least one behaviour agent")
-        for k, w in enumerate(weights):
-            require(w >= 0, f"collect.behaviour[{k}].weight", w, ">= 0")
-        require(sum(weights) > 0, "collect.behaviour", weights, "weights with a positive sum")
+from adwm.stages.config import CollectConfig
 
 
 def repair_and_scan(path: Path) -> set[int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -22,7 +22,7 @@ from adwm.evaluation.bootstrap import mean_interval
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import true_values
 from adwm.evaluation.metrics import family_metrics
-from adwm.guidance.continuation import Continuation, TailConfig, fit_tail_value
+from adwm.guidance.continuation import Continuation, fit_tail_value
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.config import PolicyConfig
 from adwm.policies.llm import LLMPolicy
@@ -33,32 +33,15 @@ from adwm.runtime.cache import entry_matches
 from adwm.runtime.checkpoints import load_checkpoint
 from adwm.runtime.faults import reached
 from adwm.runtime.parallel import run_jobs
-from adwm.simulation.calibration import check_calibration, fit_calibration, logged_values
+from adwm.simulation.calibration import fit_calibration, logged_values
 from adwm.simulation.readers import NearestTextReader, SoftTokenReader
 from adwm.simulation.simulate import (
-    SimulateConfig,
     logged_reward_range,
     logged_starts,
     simulate,
 )
+from adwm.stages.config import EvaluateConfig
 from adwm.stages.project import load_projector, project
-
-
-@dataclass
-class EvaluateConfig:
-    world_model: str = "${run.fit}/checkpoints/last.ckpt"
-    out: str = "${run.dir}/estimates.json"
-    ground_truth: str = "${ground_truth.out}"  # read when it exists: metrics against the true values
-    simulate: SimulateConfig = field(default_factory=SimulateConfig)
-    tail: TailConfig = field(default_factory=TailConfig)
-    # Behaviour calibration (simulation/calibration.py): the behaviour agents of `collect.behaviour` are
-    # simulated too and their gaps (logged - simulated value) correct J_hat: `backbone` per checkpoint,
-    # `model_share` per model share, `shift` the mean gap, `none` reports J_hat_sim. It needs the behaviour
-    # agents themselves, a privilege no baseline has (decisions.md: calibration)
-    calibration: str = "backbone"
-
-    def __post_init__(self) -> None:
-        check_calibration(self.calibration)
 
 
 def estimate_policy(

@@ -12,19 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from adwm.runtime.checks import require, safe_name
-
-
-@dataclass
-class EvaluateLogConfig:
-    # the agents to estimate: a model folder (save_pretrained), a .gguf file, or a Hugging Face name (hub=true)
-    agents: list[str] = field(default_factory=list)
-    out: str = "${run.dir}/estimates.json"  # every agent's J_hat, accumulated over runs
 
 
 def agent_policy(base, source: str, where: str, hub: bool, free_form: bool):

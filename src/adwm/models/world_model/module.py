@@ -18,7 +18,7 @@ from torch import nn
 from adwm.diffusion.denoiser import Denoiser
 from adwm.diffusion.sampler import DiffusionSampler
 from adwm.diffusion.schedules import to_x0_eps
-from adwm.encoders.base import EncoderConfig
+from adwm.encoders.config import EncoderConfig
 from adwm.encoders.registry import build_encoder
 from adwm.models.action_encoder import ActionEncoder
 from adwm.models.heads import Heads

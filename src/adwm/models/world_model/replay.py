@@ -22,24 +22,8 @@ import torch.nn.functional as F
 
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.models.history import Window
+from adwm.models.world_model.config import RolloutHeadsConfig
 from adwm.models.world_model.protocol import WorldModel
-
-
-@dataclass
-class RolloutHeadsConfig:
-    enabled: bool = True
-    passes: int = 1  # open-loop replays of every training episode (fresh noise each)
-    steps: int = 600  # optimiser steps on the replayed transitions
-    batch_size: int = 256
-    lr: float = 1e-3
-    max_episodes: int = 2000  # training episodes replayed per pass (a random subset above this)
-
-    def __post_init__(self) -> None:
-        if self.passes < 1 or self.steps < 1 or self.batch_size < 1:
-            raise ValueError(
-                f"fit.rollout_heads: passes, steps and batch_size must be at least 1, got {self.passes}, "
-                f"{self.steps}, {self.batch_size}"
-            )
 
 
 @dataclass

