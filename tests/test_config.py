@@ -162,10 +162,12 @@ def test_a_list_element_override_changes_that_element_only():
     assert cfg.collect.behaviour[0].policy.temperature == 0.5 and len(cfg.collect.behaviour) == 3
 
 
-def test_a_user_config_dir_adds_experiments_and_extends_packaged_choices(tmp_path, capsys):
+def test_a_user_config_dir_adds_experiments_and_extends_packaged_choices(tmp_path, capsys, monkeypatch):
     """`--config-dir`: the user's files first, the packaged ones below; a user's `agent/tiny.yaml` extends the
     packaged `tiny` by its own name and changes one value."""
     from adwm.cli import main
+
+    monkeypatch.setenv("ADWM_CONFIG_DIR", "")  # main() puts the folder in the environment: restored after the test
 
     mine = tmp_path / "mine"
     (mine / "agent").mkdir(parents=True)

@@ -67,11 +67,12 @@ def config_dir() -> Path:
 
 def config_path() -> list[Path]:
     """The config search path: the user's folders of `$ADWM_CONFIG_DIR` (first wins), then the packaged ones."""
-    user = [Path(p).expanduser() for p in os.environ.get(CONFIG_DIR_ENV, "").split(os.pathsep) if p]
+    given = [Path(p).expanduser().resolve() for p in os.environ.get(CONFIG_DIR_ENV, "").split(os.pathsep) if p]
+    user = list(dict.fromkeys(given))  # a folder named twice is searched once
     for folder in user:
         if not folder.is_dir():
             raise ConfigError(f"--config-dir / ${CONFIG_DIR_ENV}: '{folder}' is not a folder of config files")
-    return [*user, config_dir()]
+    return [*(u for u in user if u != config_dir()), config_dir()]
 
 
 def _find(path: list[Path], rel: str, after: Path | None = None) -> Path | None:
