@@ -21,6 +21,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenize
         min_frequency=2,
         special_tokens=[PAD, BOS, EOS],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,  # its bars go to stdout (blank lines off a terminal), where the result path goes
     )
     tok.train_from_iterator(texts, trainer)
     tok.post_processor = TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, tok.token_to_id(BOS))])

@@ -9,7 +9,6 @@ and a rerun skips the policies already measured with the same settings.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import asdict
 from functools import partial
@@ -30,10 +29,12 @@ from adwm.runtime.atomic import read_json, update_json
 from adwm.runtime.cache import entry_matches
 from adwm.runtime.faults import reached
 from adwm.runtime.parallel import run_jobs
+from adwm.runtime.progress import bar, say
 
 
-def _keep(store: dict[int, Episode], ep: Episode) -> None:
+def _keep(store: dict[int, Episode], shown, ep: Episode) -> None:
     store[ep.index] = ep
+    shown.update(1)
 
 
 def true_values(path: str | Path, names: list[str]) -> list[float] | None:
@@ -53,9 +54,15 @@ def summarise(returns: list[float]) -> dict:
 
 
 def ground_truth(
-    policies: list[PolicyConfig], cfg: GroundTruthConfig, env_cfg: EnvConfig, seed: int, progress: bool = True
+    policies: list[PolicyConfig],
+    cfg: GroundTruthConfig,
+    env_cfg: EnvConfig,
+    seed: int,
+    progress: bool = True,
+    numbering: tuple[int, int] | None = None,
 ) -> dict[str, dict]:
-    """{policy name: {J, se, n, returns, mean_length, seconds}}; resumable per policy."""
+    """{policy name: {J, se, n, returns, mean_length, seconds}}; resumable per policy. `numbering`: (index,
+    total) of the first policy in the whole family, for the progress lines of a worker's one-policy job."""
     out = Path(cfg.out)
     results: dict[str, dict] = read_json(out) if out.is_file() else {}
     for k, pcfg in enumerate(policies):
@@ -73,7 +80,10 @@ def ground_truth(
         policy = build_policy(pcfg, f"family policy '{pcfg.name}'")
         episodes: dict[int, Episode] = {}
         jobs = [EpisodeJob(i, cfg.seed_offset + i, (seed, 7, i), pcfg.name) for i in range(cfg.n_episodes)]
-        run_episodes(lambda: make_env(env_cfg), {pcfg.name: policy}, jobs, partial(_keep, episodes), cfg.n_envs)
+        with bar(cfg.n_episodes, f"ground truth {pcfg.name}", "episode") as shown:
+            run_episodes(
+                lambda: make_env(env_cfg), {pcfg.name: policy}, jobs, partial(_keep, episodes, shown), cfg.n_envs
+            )
         returns = [episodes[i].discounted_return(env_cfg.gamma) for i in range(cfg.n_episodes)]
         results[pcfg.name] = {
             **summarise(returns),
@@ -87,18 +97,17 @@ def ground_truth(
         reached("ground_truth.policy")
         if progress:
             r = results[pcfg.name]
-            print(
-                f"ground-truth [{k + 1}/{len(policies)}] {pcfg.name}: J={r['J']:.3f} ± {r['se']:.3f} ({r['seconds']}s)",
-                file=sys.stderr,
-            )
+            first, total = numbering or (0, len(policies))
+            say(f"ground-truth [{first + k + 1}/{total}] {pcfg.name}: J={r['J']:.3f} ± {r['se']:.3f} ({r['seconds']}s)")
     return {p.name: results[p.name] for p in policies}
 
 
 def measure_policy(cfg: DictConfig, name: str) -> None:
     """The ground truth of one family policy, as a worker job (the results share one file)."""
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
-    pcfg = next(p for p in family if p.name == name)
-    ground_truth([pcfg], OmegaConf.to_object(cfg.ground_truth), OmegaConf.to_object(cfg.env), cfg.seed)
+    k = [p.name for p in family].index(name)
+    gcfg, env_cfg = OmegaConf.to_object(cfg.ground_truth), OmegaConf.to_object(cfg.env)
+    ground_truth([family[k]], gcfg, env_cfg, cfg.seed, numbering=(k, len(family)))
 
 
 def ground_truth_in_workers(cfg: DictConfig, workers: int, also: list | None = None) -> dict[str, dict]:

@@ -22,10 +22,11 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 from adwm.runtime.faults import reached
+from adwm.runtime.progress import SLOT_ENV, bar, say
 
 Job = tuple[str, Callable[..., Any], tuple]  # (label, function, arguments)
 PARENT_ENV = "ADWM_PARENT_PID"  # set for a child `adwm` process (a grid's run): it exits when that pid ends
@@ -70,10 +71,13 @@ def watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="adwm-parent-watch", daemon=True).start()
 
 
-def _init_worker(threads: int, parent: int, from_main_thread: bool) -> None:
+def _init_worker(threads: int, parent: int, from_main_thread: bool, pool_size: int) -> None:
     import torch
 
     _die_with(parent, from_main_thread)
+    # this worker's line for progress bars, below the parent's bar of jobs (workers are named <kind>-<k>)
+    k = multiprocessing.current_process().name.rsplit("-", 1)[-1]
+    os.environ[SLOT_ENV] = str((int(k) - 1) % pool_size + 1 if k.isdigit() else 1)
     torch.set_num_threads(threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as the CLI: never fetch weights at run time
     quiet_known_warnings()
@@ -92,16 +96,16 @@ def run_jobs(jobs: Sequence[Job], workers: int) -> list[Any]:
     n = min(workers, len(jobs))
     threads = max(1, (os.cpu_count() or 1) // n)
     ctx = multiprocessing.get_context("spawn")
-    init = (threads, os.getpid(), threading.current_thread() is threading.main_thread())
+    init = (threads, os.getpid(), threading.current_thread() is threading.main_thread(), n)
     with ProcessPoolExecutor(n, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
-        futures = [pool.submit(_job, fn, args) for _, fn, args in jobs]
-        results = []
-        for (label, _, _), future in zip(jobs, futures):
-            try:
-                results.append(future.result())
-            except BaseException:
-                print(f"worker job '{label}' failed", file=sys.stderr)
-                for f in futures:
-                    f.cancel()
-                raise
-    return results
+        futures = {pool.submit(_job, fn, args): label for label, fn, args in jobs}
+        with bar(len(jobs), f"jobs ({n} workers)", "job") as progress:
+            for future in as_completed(futures):
+                if future.exception() is not None:
+                    say(f"worker job '{futures[future]}' failed")
+                    for f in futures:
+                        f.cancel()
+                    raise future.exception()
+                progress.set_postfix_str(f"done: {futures[future]}", refresh=False)
+                progress.update(1)
+    return [f.result() for f in futures]

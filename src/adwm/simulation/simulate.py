@@ -11,6 +11,7 @@ list of the nearest logged state (`candidates`; or the world model's edit head).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,7 @@ from adwm.models.history import Window
 from adwm.models.world_model.protocol import WorldModel
 from adwm.policies.config import PolicyConfig
 from adwm.policies.sampling import action_log_probs
+from adwm.runtime.progress import bar
 from adwm.simulation.config import SimulateConfig
 from adwm.simulation.readers import LatentReader
 
@@ -79,16 +81,18 @@ def simulate(
     gen = torch.Generator().manual_seed(seed)
     pick = np.random.default_rng(seed).integers(0, len(starts), size=cfg.n_rollouts)
     returns = []
-    for lo in range(0, cfg.n_rollouts, cfg.batch_size):
-        batch = [starts[i] for i in pick[lo : lo + cfg.batch_size]]
-        if wm.free_form:  # one generator a rollout: a rollout's written actions do not depend on its batch
-            rngs = [np.random.default_rng((seed, lo + i)) for i in range(len(batch))]
-            ret = _free_form_batch(wm, policy, reader, batch, guidance, gamma, horizon, gen, rngs, cfg, reward_range)
-        else:
-            ret = _rollout_batch(
-                wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg, reward_range
-            )
-        returns.append(ret)
+    batches = range(0, cfg.n_rollouts, cfg.batch_size)
+    with bar(len(batches) * horizon, f"simulate {policy.name}", "step") as shown:
+        for lo in batches:
+            batch = [starts[i] for i in pick[lo : lo + cfg.batch_size]]
+            if wm.free_form:  # one generator a rollout: a rollout's written actions do not depend on its batch
+                rngs = [np.random.default_rng((seed, lo + i)) for i in range(len(batch))]
+                args = (wm, policy, reader, batch, guidance, gamma, horizon, gen, rngs, cfg, reward_range)
+                returns.append(_free_form_batch(*args, shown.update))
+            else:
+                args = (wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg, reward_range)
+                returns.append(_rollout_batch(*args, shown.update))
+            shown.update((lo // cfg.batch_size + 1) * horizon - shown.n)  # the steps of rollouts that ended early
     return np.concatenate(returns)
 
 
@@ -132,6 +136,7 @@ def _free_form_batch(
     rngs: list[np.random.Generator],
     cfg: SimulateConfig,
     reward_range: tuple[float, float] | None,
+    step: Callable[[int], object] = lambda n: None,
 ) -> np.ndarray:
     """Rollouts of a free-form log: no candidate sets; each step the agent writes its action reading z_t,
     the action encoder embeds what it wrote, and policy guidance (omega) conditions the denoiser on it.
@@ -156,6 +161,7 @@ def _free_form_batch(
         )
         ret += alive.double() * gamma**t * reward.double()
         alive &= ~done
+        step(1)
         if not alive.any():
             break
         window = window.shifted(z_next, a)
@@ -175,6 +181,7 @@ def _rollout_batch(
     continuation: Continuation | None,
     cfg: SimulateConfig,
     reward_range: tuple[float, float] | None,
+    step: Callable[[int], object] = lambda n: None,
 ) -> np.ndarray:
     b = len(starts)
     tasks = [s.task for s in starts]
@@ -227,6 +234,7 @@ def _rollout_batch(
         )
         ret += alive.double() * gamma**t * reward.double()
         alive &= ~done
+        step(1)
         if not alive.any():
             break
         # (4) next candidate sets and the shifted history window

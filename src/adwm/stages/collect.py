@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -28,6 +27,7 @@ from adwm.runtime.atomic import atomic_write_json, exclusive
 from adwm.runtime.cache import StageRecord
 from adwm.runtime.faults import reached
 from adwm.runtime.hub import check_model_source
+from adwm.runtime.progress import bar, say
 from adwm.stages.config import CollectConfig
 
 
@@ -121,17 +121,18 @@ def collect(cfg: CollectConfig, env_cfg: EnvConfig, seed: int, progress: bool = 
             if b.policy.name in needed
         }
         start, count = time.time(), [0]
-        with out.open("a") as f:
+        with out.open("a") as f, bar(len(jobs), f"collect {out.name}", "episode") as shown:
 
             def write(ep: Episode) -> None:
                 f.write(ep.to_json() + "\n")
                 f.flush()
                 os.fsync(f.fileno())
                 count[0] += 1
+                shown.update(1)
                 reached("collect.episode")
                 if progress and (count[0] % 50 == 0 or count[0] == len(jobs)):
                     rate = count[0] / (time.time() - start)
-                    print(f"collect: {len(done) + count[0]}/{cfg.n_episodes} episodes ({rate:.1f}/s)", file=sys.stderr)
+                    say(f"collect: {len(done) + count[0]}/{cfg.n_episodes} episodes ({rate:.1f}/s)")
 
             run_episodes(lambda: make_env(env_cfg), policies, jobs, write, cfg.n_envs, record_logprob=True)
         spent = seconds_spent(out) + time.time() - began  # across resumed runs

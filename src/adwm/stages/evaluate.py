@@ -33,6 +33,7 @@ from adwm.runtime.cache import entry_matches
 from adwm.runtime.checkpoints import load_checkpoint
 from adwm.runtime.faults import reached
 from adwm.runtime.parallel import run_jobs
+from adwm.runtime.progress import say
 from adwm.simulation.calibration import fit_calibration, logged_values
 from adwm.simulation.readers import NearestTextReader, SoftTokenReader
 from adwm.simulation.simulate import (
@@ -161,7 +162,7 @@ def _simulate(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, 
     entry = {**e, "settings": _policy_settings(cfg, ecfg, wm_path, pcfg)}
     update_json(ecfg.out, lambda stored: stored.setdefault(group, {}).__setitem__(pcfg.name, entry))
     reached("evaluate.policy")
-    print(f"evaluate [{tag}] {pcfg.name}: J_hat_sim={e['J_hat_sim']:.3f} ({e['seconds']}s)", file=sys.stderr)
+    say(f"evaluate [{tag}] {pcfg.name}: J_hat_sim={e['J_hat_sim']:.3f} ({e['seconds']}s)")
 
 
 def pending_simulations(cfg: DictConfig) -> list[tuple[str, str]]:

@@ -10,7 +10,6 @@ a rerun with the same settings skips the policies already estimated.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -43,6 +42,7 @@ from adwm.runtime.atomic import read_json, update_json
 from adwm.runtime.cache import entry_matches
 from adwm.runtime.checkpoints import load_checkpoint
 from adwm.runtime.faults import reached
+from adwm.runtime.progress import bar, say
 
 
 def _embedder(cfg: OPEConfig):
@@ -78,7 +78,9 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
     if ocfg.features == "world_model" and Path(ocfg.world_model).is_file():
         common["world_model_mtime"] = Path(ocfg.world_model).stat().st_mtime_ns
     ctx = None
+    shown = bar(len(family), "baselines", "policy")
     for k, pcfg in enumerate(family):
+        shown.update(1)
         settings = {**common, "policy": asdict(pcfg), "weights": model_fingerprint(pcfg.model)}
         if entry_matches(done.get(pcfg.name), settings):
             continue
@@ -94,7 +96,8 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
         reached("ope.policy")
         if progress:
             vals = "  ".join(f"{n}={v['J_hat']:.3f}" for n, v in done[pcfg.name]["estimators"].items())
-            print(f"ope [{k + 1}/{len(family)}] {pcfg.name}: {vals}", file=sys.stderr)
+            say(f"ope [{k + 1}/{len(family)}] {pcfg.name}: {vals}")
+    shown.close()
     names = [p.name for p in family]
     j = true_values(cfg.ground_truth.out, names)
 

@@ -42,6 +42,7 @@ from omegaconf.errors import OmegaConfBaseException
 from adwm.runtime.cache import StageRecord
 from adwm.runtime.faults import reached
 from adwm.runtime.parallel import PARENT_ENV
+from adwm.runtime.progress import bar, say
 from adwm.sweeps.tables import write_report
 
 
@@ -148,6 +149,7 @@ def _finished(run: Run) -> bool:
 def _execute(run: Run, spec: GridSpec) -> dict:
     """One run in its own process; its log goes to <run>/log.txt."""
     run.root.mkdir(parents=True, exist_ok=True)
+    say(f"grid: {run.id} started; follow it in {run.root / 'log.txt'}")
     start = time.time()
     with open(run.root / "log.txt", "a") as log:
         log.write(f"$ adwm quickstart {' '.join(run.overrides)}\n")
@@ -227,9 +229,12 @@ def run_grid(
     )
     spec.workers = n_workers = workers or spec.workers
     done = len(runs) - len(todo)
-    for wave in _phases(todo):
-        with ThreadPoolExecutor(max_workers=n_workers) as pool:
-            for record in pool.map(lambda r: _execute(r, spec), wave):
-                done += 1
-                print(f"grid [{done}/{len(runs)}] {record['id']} finished in {record['wall_s']} s", file=sys.stderr)
+    with bar(len(runs), f"grid {spec.name}", "run") as shown:
+        shown.update(done)
+        for wave in _phases(todo):
+            with ThreadPoolExecutor(max_workers=n_workers) as pool:
+                for record in pool.map(lambda r: _execute(r, spec), wave):
+                    done += 1
+                    shown.update(1)
+                    say(f"grid [{done}/{len(runs)}] {record['id']} finished in {record['wall_s']} s")
     return write_report(spec, runs, [_finished(r) for r in runs])
