@@ -78,9 +78,10 @@ def fit_tail_value(
         reward = _choice_log_probs(llm_policy, policy_cfg, states, items, score_cache)
     z = world_model.encode([dm.observations[x["history_obs"][-1]] for x in items]).flatten(1)
     z_next = world_model.encode([dm.observations[x["next_obs"]] for x in items]).flatten(1)
-    done = torch.tensor([float(x["done"]) for x in items])
+    done = torch.tensor([float(x["done"]) for x in items], device=z.device)
+    reward = reward.to(z.device)
     torch.manual_seed(seed)
-    value = TailValue(z.size(1))
+    value = TailValue(z.size(1)).to(z.device)  # the world model's device (evaluate.device)
     target = copy.deepcopy(value).requires_grad_(False)
     opt = torch.optim.Adam(value.parameters(), lr=cfg.lr)
     for step in range(cfg.steps):
@@ -159,15 +160,16 @@ class Continuation:
             if self.reader is not None:
                 scores = self.reader.scores(z0[live], [tasks[i] for i in live], texts)
             else:
-                scores = [torch.zeros(len(t)) for t in texts]
+                scores = [torch.zeros(len(t), device=z0.device) for t in texts]
             out = []
             for k, row in enumerate(ids):
                 log_b = torch.log_softmax(behaviour[k, row], dim=-1).double()
-                log_pi = action_log_probs(scores[k], policy_cfg)
+                log_pi = action_log_probs(scores[k].to(log_b.device), policy_cfg)
                 out.append(torch.logsumexp(log_b + log_pi, dim=-1))
             log_c = torch.stack(out).float()
             if self.tail is not None:
                 log_c = log_c + self.tail(z0[live])
-            return torch.zeros(z0.size(0), dtype=log_c.dtype).index_put((torch.tensor(live),), log_c)
+            where = (torch.tensor(live, device=log_c.device),)
+            return torch.zeros(z0.size(0), dtype=log_c.dtype, device=log_c.device).index_put(where, log_c)
 
         return fn

@@ -82,11 +82,11 @@ class Window:
     def start(cls, z: torch.Tensor, task: torch.Tensor, window: int, d_action: int) -> Window:
         """A window holding only the first observation's latent z (B, L, d)."""
         b = z.size(0)
-        hist = torch.zeros(b, window, *z.shape[1:])
+        hist = torch.zeros(b, window, *z.shape[1:], device=z.device)
         hist[:, -1] = z
-        mask = torch.zeros(b, window, dtype=torch.bool)
+        mask = torch.zeros(b, window, dtype=torch.bool, device=z.device)
         mask[:, -1] = True
-        return cls(hist, torch.zeros(b, window, d_action), mask, task)
+        return cls(hist, torch.zeros(b, window, d_action, device=z.device), mask, task)
 
     def context(self, wm) -> torch.Tensor:
         return wm.history(self.z, self.prev_a, self.mask, self.task)  # (B, d_c)

@@ -134,7 +134,7 @@ class ProjectorModule(L.LightningModule):
     # -- training ----------------------------------------------------------------------
     def distill_step(self, batch: dict) -> dict[str, torch.Tensor]:
         wm = self._frozen["world_model"]
-        z = wm.encode(batch["observations"])
+        z = wm.encode(batch["observations"]).to(self.device)  # the frozen world model may sit elsewhere
         soft = candidate_log_softmax(self.soft_scores(z, batch["tasks"], batch["candidates"]))
         text = candidate_log_softmax(self.text_scores(batch["tasks"], batch["observations"], batch["candidates"]))
         kl = torch.stack([(t.exp() * (t - s)).sum() for t, s in zip(text, soft)]).mean()

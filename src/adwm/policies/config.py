@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from adwm.policies.prompt import DEFAULT_TEMPLATE
 from adwm.runtime.checks import at_least, in_range, one_of
+from adwm.runtime.devices import check_device
 
 POLICY_KINDS = ("llm", "uniform")
 MODES = ("score", "generate")
@@ -29,7 +30,7 @@ class PolicyConfig:
     action_suffix: str = "\n"  # ends every action, so a prefix of a longer action is not favoured
     max_new_tokens: int = 24  # generate mode budget
     dtype: str = "float32"
-    device: str = "cpu"
+    device: str = "cpu"  # cpu, cuda[:k], mps, or auto (a GPU when present)
     batch_states: int = 64  # states per forward pass; bounds memory
 
     def __post_init__(self) -> None:
@@ -39,6 +40,7 @@ class PolicyConfig:
             one_of(self.kind, "kind", POLICY_KINDS)
             one_of(self.mode, "mode", MODES)
             one_of(self.dtype, "dtype", ("float32", "float16", "bfloat16"))
+            check_device(self.device, "device")
             at_least(self, "", 0, ("temperature", "history_turns"))
             in_range(self, "", ("eps",))
             at_least(self, "", 1, ("max_new_tokens", "batch_states"))

@@ -11,6 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
+from adwm.runtime.devices import resolve_device
 from adwm.runtime.hub import check_model_source
 
 hf_logging.disable_progress_bar()  # one bar per checkpoint load drowns the command's own progress lines
@@ -53,7 +54,7 @@ def _load(
     lm = AutoModelForCausalLM.from_pretrained(model, trust_remote_code=trust_remote_code, dtype=DTYPES[dtype], **extra)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
-    return lm.to(device).eval(), tok
+    return lm.to(resolve_device(device, "policy.device")).eval(), tok
 
 
 def model_fingerprint(model: str) -> str | None:

@@ -102,12 +102,13 @@ def _transition(wm, z_next, c, a, gen, cfg: SimulateConfig, reward_range) -> tup
     if cfg.snap:
         if wm.proposal_bank is None:
             raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
-        z_next = wm.proposal_bank.latents[wm.proposal_bank.nearest(z_next)].view_as(z_next)
+        z_next = wm.proposal_bank.latents[wm.proposal_bank.nearest(z_next)].view_as(z_next).to(z_next.device)
     reward, done_logit = wm.heads.transition(z_next, c, a)
     if cfg.clip_rewards and reward_range is not None:
         reward = reward.clamp(*reward_range)
-    done = torch.rand(z_next.size(0), generator=gen).to(done_logit.device) < torch.sigmoid(done_logit)
-    return z_next, reward, done
+    # returns and the alive mask are kept on the CPU, where the seeded generator draws
+    done = torch.rand(z_next.size(0), generator=gen) < torch.sigmoid(done_logit).cpu()
+    return z_next, reward.cpu(), done
 
 
 def _written_actions(wm: WorldModel, policy: PolicyConfig, reader: LatentReader | None, z, tasks, rngs) -> list[str]:
@@ -187,7 +188,7 @@ def _rollout_batch(
     tasks = [s.task for s in starts]
     z = wm.encode([s.observation for s in starts])  # (B, L, d)
     vocab = wm.vocab_embeddings()
-    cand = torch.zeros(b, len(wm.actions), dtype=torch.bool)
+    cand = torch.zeros(b, len(wm.actions), dtype=torch.bool, device=z.device)
     unlisted = [i for i, s in enumerate(starts) if s.admissible is None]
     for i, s in enumerate(starts):
         if s.admissible is not None:
@@ -213,8 +214,8 @@ def _rollout_batch(
             scores = [torch.zeros(len(x)) for x in texts]
         choice = torch.zeros(b, dtype=torch.long)
         for k, i in enumerate(live):
-            logp = action_log_probs(scores[k].detach(), policy)
-            choice[i] = ids[k][torch.multinomial(logp.exp().float(), 1, generator=gen)]
+            logp = action_log_probs(scores[k].detach().cpu(), policy)  # drawn on the CPU by the seeded generator
+            choice[i] = ids[k][torch.multinomial(logp.exp().float(), 1, generator=gen).to(ids[k].device)]
         a = vocab[choice]  # (B, d_a)
         # (2) guided denoising of z_{t+1}
         log_c = None

@@ -9,6 +9,7 @@ from adwm.guidance.config import TailConfig
 from adwm.models.world_model.config import RolloutHeadsConfig
 from adwm.policies.config import PolicyConfig, TinyModelConfig
 from adwm.runtime.checks import at_least, in_range, require, safe_name
+from adwm.runtime.devices import check_device
 from adwm.simulation.config import SimulateConfig, check_calibration
 
 
@@ -108,9 +109,13 @@ class EvaluateConfig:
     # `model_share` per model share, `shift` the mean gap, `none` reports J_hat_sim. It needs the behaviour
     # agents themselves, a privilege no baseline has (decisions.md: calibration)
     calibration: str = "backbone"
+    # where the world model, its projectors and tail values run in simulation: cpu, cuda[:k], mps, or auto (a
+    # GPU when present); each agent runs on its own `device` (policy.device)
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         check_calibration(self.calibration)
+        check_device(self.device, "evaluate.device")
 
 
 @dataclass

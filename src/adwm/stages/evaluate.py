@@ -31,6 +31,7 @@ from adwm.policies.sampling import uses_model
 from adwm.runtime.atomic import read_json, update_json
 from adwm.runtime.cache import entry_matches
 from adwm.runtime.checkpoints import load_checkpoint
+from adwm.runtime.devices import resolve_device
 from adwm.runtime.faults import reached
 from adwm.runtime.parallel import run_jobs
 from adwm.runtime.progress import say
@@ -145,7 +146,8 @@ def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
     if _LOADED.get("key") != key:
         dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed, cfg.env.name)
         dm.setup()
-        wm = load_checkpoint(WorldModelModule, wm_path, "evaluate.world_model").eval()
+        device = resolve_device(cfg.evaluate.device, "evaluate.device")
+        wm = load_checkpoint(WorldModelModule, wm_path, "evaluate.world_model").eval().to(device)
         _LOADED.clear()
         _LOADED.update(key=key, wm=wm, dm=dm, cache={})  # cache: text scores of logged states, per checkpoint
     return _LOADED

@@ -154,4 +154,4 @@ def _train(cfg: DictConfig, pcfg, proj_cfg: ProjectorConfig, wm_path: Path, out_
 
 def load_projector(path: str | Path, world_model: WorldModelModule, policy: LLMPolicy) -> ProjectorModule:
     """A trained projector attached to its world model and agent, ready to read latents."""
-    return load_checkpoint(ProjectorModule, path, "projector").attach(world_model, policy).eval()
+    return load_checkpoint(ProjectorModule, path, "projector").attach(world_model, policy).to(world_model.device).eval()
