@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import matplotlib
+import pytest
 
 from adwm.sweeps.report import write_csv
 
@@ -19,7 +20,7 @@ def test_notebook_is_stripped():
             assert cell["outputs"] == [] and cell["execution_count"] is None
 
 
-def test_notebook_draws_a_grid_folder(tmp_path, capsys):
+def test_notebook_draws_a_grid_folder(tmp_path, capsys, monkeypatch):
     matplotlib.use("Agg")
     metrics, estimates = [], []
     for seed in (0, 1):
@@ -42,11 +43,37 @@ def test_notebook_draws_a_grid_folder(tmp_path, capsys):
     write_csv(tmp_path / "estimates.csv", estimates)
     nb = json.loads(NOTEBOOK.read_text())
     namespace: dict = {}
+    monkeypatch.setenv("ADWM_GRID", str(tmp_path))
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
             continue
-        src = "".join(cell["source"]).replace('Path("../runs/grid/ablations")', f"Path({str(tmp_path)!r})")
-        exec(compile(src, "results.ipynb", "exec"), namespace)
+        exec(compile("".join(cell["source"]), "results.ipynb", "exec"), namespace)
     out = capsys.readouterr().out
     assert "| adwm (full) | 0.55 [" in out and "| wis | NaN (2 failed)" in out
     assert len(namespace["fig"].axes) == 3  # one scatter per estimator
+
+
+@pytest.mark.slow
+def test_notebook_executes_on_a_smoke_grid(tmp_path, monkeypatch):
+    """The notebook as a user runs it (a Jupyter kernel of this environment, nbclient) on a grid that
+    `adwm grid` made: two smoke runs sharing their agents, log and world model (about two minutes)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from adwm.cli import main
+
+    spec = tmp_path / "smoke_grid.yaml"
+    spec.write_text(
+        f"name: smoke_grid\nout: {tmp_path / 'grid'}\noverrides: [experiment=smoke, ope.ci_resamples=50]\n"
+        "axes:\n  variant:\n    full: []\n    no_action_guidance: [guidance.omega=0]\nseeds: [0]\nworkers: 1\n"
+    )
+    assert main(["grid", str(spec)]) == 0
+    monkeypatch.setenv("ADWM_GRID", str(tmp_path / "grid"))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+    ).execute()
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "| adwm (full) |" in text and "| adwm (no_action_guidance) |" in text and "| fqe |" in text
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 2  # the metric bars and the J-vs-J_hat scatters
