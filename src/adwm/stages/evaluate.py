@@ -33,6 +33,7 @@ from adwm.runtime.cache import entry_matches
 from adwm.runtime.checkpoints import load_checkpoint
 from adwm.runtime.devices import resolve_device
 from adwm.runtime.faults import reached
+from adwm.runtime.hub import check_model_source
 from adwm.runtime.parallel import run_jobs
 from adwm.runtime.progress import say
 from adwm.simulation.calibration import fit_calibration, logged_values
@@ -119,13 +120,18 @@ def behaviour_policies(cfg: DictConfig, logged: dict[str, dict], log: str) -> li
 
 
 def _policies(cfg: DictConfig, ecfg: EvaluateConfig) -> tuple[list, list, dict]:
-    """The family, the behaviour agents to simulate for the calibration, and their logged values."""
+    """The family, the behaviour agents to simulate for the calibration, and their logged values; every
+    agent's model is checked to exist before anything is simulated."""
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     logged, behaviour = {}, []
     if ecfg.calibration != "none":
         log = OmegaConf.to_object(cfg.data).log
         logged = logged_values(read_episodes(log, env=cfg.env.name), cfg.env.gamma)
         behaviour = behaviour_policies(cfg, logged, log)
+    for group, policies in (("family policy", family), ("behaviour agent", behaviour)):
+        for p in policies:
+            if uses_model(p):
+                check_model_source(p.model, f"{group} '{p.name}': model")
     return family, behaviour, logged
 
 
