@@ -1,0 +1,213 @@
+"""Worlds of text states beside the learned latent simulator: the oracle and two controls built from the log.
+
+`evaluate.world` picks what the evaluated agent is rolled out in:
+
+* `diffusion`: the learned world model (simulation/simulate.py): the agent reads latents;
+* `oracle`: the real environment, reset to each logged start's seed. The estimator's machinery (starts,
+  horizon, discounting, the agent's sampling rule) with a perfect model: it must recover the on-policy
+  value within Monte Carlo error, the floor every learned model is judged against;
+* `nearest`: certainty-equivalence on the log: at a logged observation, the successor (next observation,
+  reward, done) of a logged transition with the same action from it, drawn uniformly among them; where
+  the action was never taken there, the transition of the most similar logged observation (word TF-IDF
+  cosine) where it was; an action never logged leaves the state as it is, reward 0;
+* `stay`: the same reward and termination draw as `nearest`, but the next state is the current one.
+
+The text worlds share one rollout loop (`rollout_world`): the agent is the real policy (the one sampling
+rule, eps mixture and temperature of ground truth), acting on every live rollout in one batched call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from adwm.data.schema import Episode
+from adwm.envs.base import TextEnv
+from adwm.policies.base import AgentState, Policy
+
+
+@dataclass
+class LoggedStart:
+    """A logged episode's first step: what a rollout starts from."""
+
+    task: str
+    observation: str
+    admissible: list[str] | None
+    seed: int  # the environment seed of the logged episode (the oracle resets to it)
+
+
+def logged_episode_starts(episodes: Sequence[Episode]) -> list[LoggedStart]:
+    if not episodes:
+        raise ValueError("no logged episode to start rollouts from")
+    return [LoggedStart(ep.task, ep.steps[0].observation, ep.steps[0].admissible, ep.seed) for ep in episodes]
+
+
+@dataclass
+class TextState:
+    task: str
+    observation: str
+    admissible: list[str] | None
+    history: list[tuple[str, str]] = field(default_factory=list)
+    handle: Any = None  # the world's own: a live environment (oracle)
+
+
+class TextWorld(Protocol):
+    def start(self, start: LoggedStart) -> TextState: ...
+
+    def step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
+        """The next state, the reward and whether the episode ended."""
+
+    def close(self) -> None: ...
+
+
+class OracleWorld:
+    """The real environment: one instance per live rollout, reset to the logged start's seed."""
+
+    def __init__(self, make_env: Callable[[], TextEnv]) -> None:
+        self.make_env, self.free, self.made = make_env, [], []
+
+    def start(self, start: LoggedStart) -> TextState:
+        if not self.free:
+            self.made.append(self.make_env())
+            self.free.append(self.made[-1])
+        env = self.free.pop()
+        r = env.reset(start.seed)
+        return TextState(r.task, r.observation, None if r.admissible is None else list(r.admissible), [], env)
+
+    def step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
+        s = state.handle.step(action)
+        if s.done:
+            self.free.append(state.handle)
+        adm = None if s.admissible is None else list(s.admissible)
+        history = [*state.history, (state.observation, action)]
+        return TextState(state.task, s.observation, adm, history, state.handle), float(s.reward), bool(s.done)
+
+    def close(self) -> None:
+        for env in self.made:
+            env.close()
+        self.free, self.made = [], []
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass
+class _Transition:
+    next_observation: str
+    next_admissible: list[str] | None
+    reward: float
+    done: bool
+
+
+class LoggedWorld:
+    """`nearest` (`moves=True`) and `stay` (`moves=False`) from the logged transitions."""
+
+    def __init__(self, episodes: Sequence[Episode], moves: bool) -> None:
+        self.moves = moves
+        self.table: dict[str, dict[str, list[_Transition]]] = defaultdict(lambda: defaultdict(list))
+        self.admissible: dict[str, list[str] | None] = {}
+        for ep in episodes:
+            for t, s in enumerate(ep.steps):
+                last = t + 1 == len(ep.steps)
+                nxt_obs = ep.final_observation if last else ep.steps[t + 1].observation
+                nxt_adm = None if last else ep.steps[t + 1].admissible
+                self.table[s.observation][s.action].append(_Transition(nxt_obs, nxt_adm, float(s.reward), s.done))
+                self.admissible.setdefault(s.observation, s.admissible)
+                if not last:
+                    self.admissible.setdefault(nxt_obs, nxt_adm)
+        self.states = list(self.table)
+        self._vectors = _tfidf(self.states)
+        self._row = {o: i for i, o in enumerate(self.states)}
+
+    def start(self, start: LoggedStart) -> TextState:
+        return TextState(start.task, start.observation, start.admissible)
+
+    def _similar(self, observation: str, action: str) -> str | None:
+        """The logged observation most similar to `observation` where `action` was taken."""
+        where = [o for o in self.states if action in self.table[o]]
+        if not where:
+            return None
+        if observation in self._row:
+            q = self._vectors[self._row[observation]]
+        else:
+            q = _tfidf([observation], self.states)[0]
+        sims = self._vectors[[self._row[o] for o in where]] @ q
+        return where[int(np.argmax(sims))]
+
+    def step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
+        source = state.observation if action in self.table.get(state.observation, {}) else None
+        source = source or self._similar(state.observation, action)
+        history = [*state.history, (state.observation, action)]
+        if source is None:  # never logged: nothing happens
+            return TextState(state.task, state.observation, state.admissible, history), 0.0, False
+        options = self.table[source][action]
+        tr = options[int(rng.integers(len(options)))]
+        if not self.moves:
+            return TextState(state.task, state.observation, state.admissible, history), tr.reward, tr.done
+        adm = tr.next_admissible if tr.next_admissible is not None else self.admissible.get(tr.next_observation)
+        return TextState(state.task, tr.next_observation, adm, history), tr.reward, tr.done
+
+    def close(self) -> None:
+        return None
+
+
+def _tfidf(texts: Sequence[str], corpus: Sequence[str] | None = None) -> np.ndarray:
+    """L2-normalised word TF-IDF vectors (N, |vocab of corpus|) of `texts`, the IDF from `corpus` (texts)."""
+    corpus = list(corpus if corpus is not None else texts)
+    vocab: dict[str, int] = {}
+    for text in corpus:
+        for w in _WORD.findall(text.lower()):
+            vocab.setdefault(w, len(vocab))
+    df = np.zeros(len(vocab))
+    for text in corpus:
+        for w in set(_WORD.findall(text.lower())):
+            df[vocab[w]] += 1
+    idf = np.log((1 + len(corpus)) / (1 + df)) + 1
+    out = np.zeros((len(texts), len(vocab)))
+    for i, text in enumerate(texts):
+        for w in _WORD.findall(text.lower()):
+            if w in vocab:
+                out[i, vocab[w]] += 1
+    out *= idf
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def rollout_world(
+    world: TextWorld,
+    policy: Policy,
+    starts: Sequence[LoggedStart],
+    n_rollouts: int,
+    horizon: int,
+    gamma: float,
+    seed: int,
+    step: Callable[[int], object] = lambda n: None,
+) -> np.ndarray:
+    """Discounted returns (n_rollouts,) of `policy` in `world` from logged starts drawn with replacement
+    (the draw of `simulate`'s); one numpy generator a rollout draws its actions and the world's choices."""
+    pick = np.random.default_rng(seed).integers(0, len(starts), size=n_rollouts)
+    rngs = [np.random.default_rng((seed, 11, k)) for k in range(n_rollouts)]
+    states = [world.start(starts[i]) for i in pick]
+    alive = np.ones(n_rollouts, dtype=bool)
+    returns = np.zeros(n_rollouts)
+    try:
+        for t in range(horizon):
+            live = np.flatnonzero(alive).tolist()
+            seen = [
+                AgentState(states[i].task, states[i].observation, states[i].history, states[i].admissible) for i in live
+            ]
+            actions = policy.act(seen, [rngs[i] for i in live])
+            for i, action in zip(live, actions):
+                states[i], reward, done = world.step(states[i], action, rngs[i])
+                returns[i] += gamma**t * reward
+                alive[i] = not done
+            step(1)
+            if not alive.any():
+                break
+    finally:
+        world.close()
+    return returns

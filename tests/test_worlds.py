@@ -1,0 +1,124 @@
+"""The text worlds beside the learned simulator: the oracle recovers on-policy values; the log's controls."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adwm.data.schema import Episode, StepRecord
+from adwm.envs.base import Reset, Step
+from adwm.envs.builtin import BuiltinEnv
+from adwm.envs.registry import EnvConfig
+from adwm.evaluation.config import GroundTruthConfig
+from adwm.evaluation.ground_truth import ground_truth
+from adwm.policies.base import UniformPolicy
+from adwm.policies.config import PolicyConfig
+from adwm.simulation.worlds import LoggedStart, LoggedWorld, OracleWorld, TextState, rollout_world
+from tabular_mdp import random_mdp
+
+
+class TabularEnv:
+    """The tabular MDP of the OPE tests as a text environment: 'state k', actions 'a0', 'a1', ..."""
+
+    name = "tabular"
+
+    def __init__(self, mdp) -> None:
+        self.mdp, self.rng, self.s, self.t = mdp, None, 0, 0
+
+    def _actions(self) -> list[str]:
+        return [f"a{k}" for k in range(self.mdp.n_actions)]
+
+    def reset(self, seed: int) -> Reset:
+        self.rng = np.random.default_rng(seed)
+        self.s, self.t = int(self.rng.choice(self.mdp.n_states, p=self.mdp.d0)), 0
+        return Reset(f"state {self.s}", "tabular", self._actions())
+
+    def step(self, action: str) -> Step:
+        a = int(action[1:])
+        reward = float(self.mdp.r[self.s, a])
+        nxt = int(self.rng.choice(self.mdp.n_states + 1, p=self.mdp.p[self.s, a]))
+        self.t += 1
+        done = nxt == self.mdp.n_states or self.t >= self.mdp.horizon
+        self.s = min(nxt, self.mdp.n_states - 1)
+        return Step(f"state {self.s}", reward, done, None if done else self._actions())
+
+    def gold_actions(self):
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def test_the_oracle_recovers_the_dynamic_programming_value_of_a_tabular_mdp():
+    mdp = random_mdp(3)
+    pi = np.full((mdp.n_states, mdp.n_actions), 1 / mdp.n_actions)
+    starts = [LoggedStart("tabular", "", None, seed) for seed in range(500)]
+    returns = rollout_world(OracleWorld(lambda: TabularEnv(mdp)), UniformPolicy("u"), starts, 4000, 10, mdp.gamma, 0)
+    se = returns.std(ddof=1) / np.sqrt(len(returns))
+    assert abs(returns.mean() - mdp.value(pi)) < 4 * se, (returns.mean(), mdp.value(pi), se)
+
+
+def test_the_oracle_recovers_the_on_policy_value_on_builtin(tmp_path):
+    """Rollouts in the oracle from logged starts (other seeds than ground truth's) against ground truth."""
+    env_cfg = EnvConfig(max_steps=8)
+    starts = []
+    for seed in range(5000, 5100):  # a log's first steps: its episodes' seeds
+        r = BuiltinEnv(max_steps=8).reset(seed)
+        starts.append(LoggedStart(r.task, r.observation, r.admissible, seed))
+    oracle = rollout_world(OracleWorld(lambda: BuiltinEnv(max_steps=8)), UniformPolicy("u"), starts, 300, 8, 0.99, 0)
+    gt_cfg = GroundTruthConfig(n_episodes=300, out=str(tmp_path / "gt.json"))
+    truth = ground_truth([PolicyConfig(name="u", kind="uniform")], gt_cfg, env_cfg, 0, progress=False)["u"]
+    se = np.hypot(oracle.std(ddof=1) / np.sqrt(len(oracle)), truth["se"])
+    assert abs(oracle.mean() - truth["J"]) < 3.5 * se, (oracle.mean(), truth["J"], se)
+    again = rollout_world(OracleWorld(lambda: BuiltinEnv(max_steps=8)), UniformPolicy("u"), starts, 300, 8, 0.99, 0)
+    assert np.array_equal(oracle, again)  # a seed gives the same rollouts
+
+
+def _toy_log() -> list[Episode]:
+    a, b = "You are in the hall. A key lies here.", "You are in the hall. You carry a key."
+    one = Episode(
+        "builtin",
+        1,
+        "take the key",
+        "p",
+        [
+            StepRecord(a, "look", 0.0, False, ["look", "take key"]),
+            StepRecord(a, "take key", 0.5, False, ["look", "take key"]),
+            StepRecord(b, "open door", 1.0, True, ["open door"]),
+        ],
+        "won",
+    )
+    return [one]
+
+
+def test_nearest_takes_the_logged_successor_and_stay_keeps_the_state():
+    a, b = "You are in the hall. A key lies here.", "You are in the hall. You carry a key."
+    rng = np.random.default_rng(0)
+    nearest, stay = LoggedWorld(_toy_log(), moves=True), LoggedWorld(_toy_log(), moves=False)
+    s = nearest.start(LoggedStart("take the key", a, ["look", "take key"], 1))
+    nxt, r, done = nearest.step(s, "take key", rng)
+    assert (nxt.observation, nxt.admissible, r, done) == (b, ["open door"], 0.5, False)
+    nxt, r, done = nearest.step(s, "look", rng)
+    assert (nxt.observation, r, done) == (a, 0.0, False)
+    # an action never taken at this state: the successor of the most similar state where it was
+    nxt, r, done = nearest.step(s, "open door", rng)
+    assert (nxt.observation, r, done) == ("won", 1.0, True)
+    nxt, r, done = nearest.step(s, "dance", rng)  # never logged anywhere: nothing happens
+    assert (nxt.observation, r, done) == (a, 0.0, False)
+    kept, r, done = stay.step(TextState("take the key", a, ["look", "take key"]), "take key", rng)
+    assert (kept.observation, kept.admissible, r, done) == (a, ["look", "take key"], 0.5, False)
+
+
+def test_nearest_on_a_deterministic_log_replays_the_logged_return():
+    """On a log of one deterministic episode, an agent that repeats its actions gets its return back."""
+    log = _toy_log()
+
+    class Replay:
+        name = "replay"
+
+        def act(self, states, rngs):
+            return [log[0].steps[len(s.history)].action for s in states]
+
+    starts = [LoggedStart("take the key", log[0].steps[0].observation, log[0].steps[0].admissible, 1)]
+    returns = rollout_world(LoggedWorld(log, True), Replay(), starts, 4, 5, 0.9, 0)
+    assert returns == pytest.approx([log[0].discounted_return(0.9)] * 4)
