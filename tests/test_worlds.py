@@ -122,3 +122,30 @@ def test_nearest_on_a_deterministic_log_replays_the_logged_return():
     starts = [LoggedStart("take the key", log[0].steps[0].observation, log[0].steps[0].admissible, 1)]
     returns = rollout_world(LoggedWorld(log, True), Replay(), starts, 4, 5, 0.9, 0)
     assert returns == pytest.approx([log[0].discounted_return(0.9)] * 4)
+
+
+def test_evaluate_in_each_world_by_config(smoke_run, tmp_path, one_thread):
+    """`adwm evaluate evaluate.world=...`: the oracle (no world model needed), the controls and the learned
+    model on one family; the oracle agrees with the ground truth of the smoke run's uniform agent."""
+    from adwm.cli import main
+    from adwm.runtime.atomic import read_json
+    from helpers import reads
+
+    family = ["family.eps=[0.0,1.0]", "family.off_path=[]", "evaluate.calibration=none", "workers=1"]
+    rollouts = ["evaluate.simulate.n_rollouts=200", "evaluate.simulate.horizon=0"]
+    results = {}
+    for world in ("oracle", "nearest", "stay"):
+        out = tmp_path / f"{world}.json"
+        args = ["evaluate", *reads(smoke_run), *family, *rollouts, f"evaluate.world={world}", f"evaluate.out={out}"]
+        if world == "oracle":  # reads no world model: a missing one does not matter
+            args.append(f"evaluate.world_model={tmp_path / 'none.ckpt'}")
+            args.append(f"project.world_model={tmp_path / 'none.ckpt'}")
+        assert main(args) == 0
+        results[world] = read_json(out)
+        for name in ("iter3_eps0", "iter3_eps1"):
+            e = results[world]["estimates"][name]
+            assert e["settings"]["world"] == world and e["n"] == 200 and np.isfinite(e["J_hat"])
+    truth = read_json(smoke_run / "ground_truth" / "ground_truth.json")["iter3_eps1"]
+    oracle = results["oracle"]["estimates"]["iter3_eps1"]
+    half = (oracle["ci"][1] - oracle["ci"][0]) / 2
+    assert abs(oracle["J_hat"] - truth["J"]) < 2 * half + 4 * truth["se"]

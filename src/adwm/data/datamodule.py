@@ -91,6 +91,9 @@ class TrajectoryDataModule(L.LightningDataModule):
         val = set(order[:n_val].tolist())
         self.train_items = [x for i, items in enumerate(per_episode) if i not in val for x in items]
         self.val_items = [x for i, items in enumerate(per_episode) if i in val for x in items]
+        # the episodes themselves, split alike (the log's controls in simulation/worlds.py read them)
+        self.train_episodes = [ep for i, ep in enumerate(episodes) if i not in val]
+        self.val_episodes = [ep for i, ep in enumerate(episodes) if i in val]
         self.observations = list(obs_index)
         self.actions = list(act_index)
         self.tasks = list(task_index)

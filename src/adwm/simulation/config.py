@@ -10,6 +10,10 @@ CANDIDATE_RULES = ("retrieval", "sample", "threshold")
 
 CALIBRATIONS = ("none", "shift", "backbone", "model_share")
 
+# what `adwm evaluate` rolls the agent out in (simulation/worlds.py): the learned world model, the real
+# environment, or one of the log's two controls
+WORLDS = ("diffusion", "oracle", "nearest", "stay")
+
 
 @dataclass
 class SimulateConfig:

@@ -8,9 +8,9 @@ from typing import Any
 from adwm.guidance.config import TailConfig
 from adwm.models.world_model.config import RolloutHeadsConfig
 from adwm.policies.config import PolicyConfig, TinyModelConfig
-from adwm.runtime.checks import at_least, in_range, require, safe_name
+from adwm.runtime.checks import at_least, in_range, one_of, require, safe_name
 from adwm.runtime.devices import check_device
-from adwm.simulation.config import SimulateConfig, check_calibration
+from adwm.simulation.config import WORLDS, SimulateConfig, check_calibration
 
 
 @dataclass
@@ -112,9 +112,14 @@ class EvaluateConfig:
     # where the world model, its projectors and tail values run in simulation: cpu, cuda[:k], mps, or auto (a
     # GPU when present); each agent runs on its own `device` (policy.device)
     device: str = "cpu"
+    # what the agent is rolled out in (simulation/worlds.py): `diffusion` the learned world model; `oracle`
+    # the real environment from the logged starts (the floor of the estimator's error); `nearest` and `stay`
+    # the log's controls (certainty-equivalence on logged successors; the state kept)
+    world: str = "diffusion"
 
     def __post_init__(self) -> None:
         check_calibration(self.calibration)
+        one_of(self.world, "evaluate.world", WORLDS)
         check_device(self.device, "evaluate.device")
 
 

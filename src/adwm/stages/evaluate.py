@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.data.schema import read_episodes
+from adwm.envs.registry import make_env
 from adwm.evaluation.bootstrap import mean_interval
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import true_values
@@ -25,6 +26,7 @@ from adwm.evaluation.metrics import family_metrics
 from adwm.guidance.continuation import Continuation, fit_tail_value
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.config import PolicyConfig
+from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
 from adwm.policies.sampling import uses_model
@@ -35,7 +37,7 @@ from adwm.runtime.devices import resolve_device
 from adwm.runtime.faults import reached
 from adwm.runtime.hub import check_model_source
 from adwm.runtime.parallel import run_jobs
-from adwm.runtime.progress import say
+from adwm.runtime.progress import bar, say
 from adwm.simulation.calibration import fit_calibration, logged_values
 from adwm.simulation.readers import NearestTextReader, SoftTokenReader
 from adwm.simulation.simulate import (
@@ -43,6 +45,7 @@ from adwm.simulation.simulate import (
     logged_starts,
     simulate,
 )
+from adwm.simulation.worlds import LoggedWorld, OracleWorld, logged_episode_starts, rollout_world
 from adwm.stages.config import EvaluateConfig
 from adwm.stages.project import load_projector, project
 
@@ -50,12 +53,26 @@ from adwm.stages.project import load_projector, project
 def estimate_policy(
     cfg: DictConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig, cache: dict | None = None
 ) -> dict:
-    ecfg, guidance, ablation = (
-        OmegaConf.to_object(cfg.evaluate),
-        OmegaConf.to_object(cfg.guidance),
-        OmegaConf.to_object(cfg.ablation),
-    )
+    ecfg = OmegaConf.to_object(cfg.evaluate)
     start = time.time()
+    if ecfg.world == "diffusion":
+        returns = _diffusion_returns(cfg, ecfg, wm, dm, pcfg, cache)
+    else:
+        returns = _text_world_returns(cfg, ecfg, dm, pcfg)
+    lo, hi = mean_interval(returns, ecfg.simulate.ci_resamples, ecfg.simulate.ci_level, cfg.seed)  # unit: rollout
+    return {
+        "J_hat_sim": float(returns.mean()),  # simulated; evaluate() adds the calibration's J_hat
+        "ci_sim": [lo, hi],
+        "n": len(returns),
+        "seconds": round(time.time() - start, 1),
+    }
+
+
+def _diffusion_returns(
+    cfg: DictConfig, ecfg: EvaluateConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig, cache
+):
+    """Rollouts in the learned world model: the agent reads latents (projector, or the nearest logged text)."""
+    guidance, ablation = OmegaConf.to_object(cfg.guidance), OmegaConf.to_object(cfg.ablation)
     reader, llm = None, None
     if uses_model(pcfg):
         llm = LLMPolicy(pcfg, f"family policy '{pcfg.name}'")
@@ -68,7 +85,7 @@ def estimate_policy(
         tail = fit_tail_value(wm, pcfg, llm, dm, ecfg.tail, cfg.seed, cache) if ecfg.tail.enabled else None
         continuation = Continuation(wm, reader, tail)
     horizon = ecfg.simulate.horizon or cfg.env.max_steps
-    returns = simulate(
+    return simulate(
         wm,
         pcfg,
         reader,
@@ -81,18 +98,30 @@ def estimate_policy(
         continuation,
         reward_range=logged_reward_range(dm),
     )
-    lo, hi = mean_interval(returns, ecfg.simulate.ci_resamples, ecfg.simulate.ci_level, cfg.seed)  # unit: rollout
-    return {
-        "J_hat_sim": float(returns.mean()),  # simulated; evaluate() adds the calibration's J_hat
-        "ci_sim": [lo, hi],
-        "n": len(returns),
-        "seconds": round(time.time() - start, 1),
-    }
+
+
+def _text_world_returns(cfg: DictConfig, ecfg: EvaluateConfig, dm: TrajectoryDataModule, pcfg: PolicyConfig):
+    """Rollouts in the oracle or one of the log's controls (simulation/worlds.py), from every logged start;
+    the controls know the training split's transitions only, as the learned world model does."""
+    if ecfg.world == "oracle":
+        env_cfg = OmegaConf.to_object(cfg.env)
+        world = OracleWorld(lambda: make_env(env_cfg))
+    else:
+        world = LoggedWorld(dm.train_episodes, moves=ecfg.world == "nearest")
+    starts = logged_episode_starts(dm.train_episodes + dm.val_episodes)
+    policy = build_policy(pcfg, f"family policy '{pcfg.name}'")
+    horizon = ecfg.simulate.horizon or cfg.env.max_steps
+    with bar(horizon, f"{ecfg.world} {pcfg.name}", "step") as shown:
+        return rollout_world(
+            world, policy, starts, ecfg.simulate.n_rollouts, horizon, cfg.env.gamma, cfg.seed, shown.update
+        )
 
 
 def _policy_settings(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, pcfg: PolicyConfig) -> dict:
     """What a policy's simulated estimate depends on: a rerun with the same settings reuses it."""
+    world = {} if ecfg.world == "diffusion" else {"world": ecfg.world}  # the path is then the log's
     return {
+        **world,
         "world_model": str(wm_path),
         "world_model_mtime": wm_path.stat().st_mtime_ns,
         "policy": asdict(pcfg),
@@ -135,7 +164,12 @@ def _policies(cfg: DictConfig, ecfg: EvaluateConfig) -> tuple[list, list, dict]:
     return family, behaviour, logged
 
 
-def _world_model_path(ecfg: EvaluateConfig) -> Path:
+def _world_model_path(ecfg: EvaluateConfig, log: str) -> Path:
+    """The world model's checkpoint; for the oracle and the log's controls (`evaluate.world`), the log."""
+    if ecfg.world != "diffusion":
+        if not Path(log).is_file():
+            raise FileNotFoundError(f"data.log: no episode log at '{log}' (evaluate.world={ecfg.world} reads it)")
+        return Path(log)
     wm_path = Path(ecfg.world_model)
     if not wm_path.is_file():
         raise FileNotFoundError(
@@ -152,8 +186,10 @@ def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
     if _LOADED.get("key") != key:
         dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed, cfg.env.name)
         dm.setup()
-        device = resolve_device(cfg.evaluate.device, "evaluate.device")
-        wm = load_checkpoint(WorldModelModule, wm_path, "evaluate.world_model").eval().to(device)
+        wm = None  # the oracle and the log's controls need none
+        if cfg.evaluate.world == "diffusion":
+            device = resolve_device(cfg.evaluate.device, "evaluate.device")
+            wm = load_checkpoint(WorldModelModule, wm_path, "evaluate.world_model").eval().to(device)
         _LOADED.clear()
         _LOADED.update(key=key, wm=wm, dm=dm, cache={})  # cache: text scores of logged states, per checkpoint
     return _LOADED
@@ -180,7 +216,7 @@ def pending_simulations(cfg: DictConfig) -> list[tuple[str, str]]:
     the worker that reaches it while the others simulate, not waited for. Policies that never read their
     agent come last."""
     ecfg = OmegaConf.to_object(cfg.evaluate)
-    wm_path = _world_model_path(ecfg)
+    wm_path = _world_model_path(ecfg, cfg.data.log)
     family, behaviour, _ = _policies(cfg, ecfg)
     out = Path(ecfg.out)
     results: dict = read_json(out) if out.is_file() else {}
@@ -203,7 +239,7 @@ def pending_simulations(cfg: DictConfig) -> list[tuple[str, str]]:
 def evaluate_in_workers(cfg: DictConfig, workers: int, also: list | None = None) -> Path:
     """`evaluate(cfg)` with its pending simulations as jobs of `workers` processes (adwm.runtime.parallel), after
     the jobs `also` (e.g. the baselines, which need the same world model)."""
-    _world_model_path(OmegaConf.to_object(cfg.evaluate))  # a named error before any worker starts
+    _world_model_path(OmegaConf.to_object(cfg.evaluate), cfg.data.log)  # a named error before any worker starts
     jobs = list(also or [])
     jobs += [(f"estimate {name}", simulate_policy, (cfg, group, name)) for group, name in pending_simulations(cfg)]
     run_jobs(jobs, workers)
@@ -218,7 +254,7 @@ def simulate_policy(cfg: DictConfig, group: str, name: str) -> None:
     else:  # checked against the log by `pending_simulations`; reading the log again per job is not needed
         policies = [b.policy for b in OmegaConf.to_object(cfg.collect).behaviour]
     pcfg = next(p for p in policies if p.name == name)
-    _simulate(cfg, ecfg, _world_model_path(ecfg), group, pcfg, f"{group} {name}")
+    _simulate(cfg, ecfg, _world_model_path(ecfg, cfg.data.log), group, pcfg, f"{group} {name}")
 
 
 def evaluate(cfg: DictConfig) -> Path:
@@ -226,7 +262,7 @@ def evaluate(cfg: DictConfig) -> Path:
     estimates JSON. Simulations finished earlier with the same settings (by a previous run or by worker
     processes running `simulate_policy`) are reused."""
     ecfg = OmegaConf.to_object(cfg.evaluate)
-    wm_path = _world_model_path(ecfg)
+    wm_path = _world_model_path(ecfg, cfg.data.log)
     family, behaviour, logged = _policies(cfg, ecfg)
     out = Path(ecfg.out)
     jobs = [("estimates", p, f"{k + 1}/{len(family)}") for k, p in enumerate(family)]
