@@ -85,13 +85,10 @@ def simulate(
     with bar(len(batches) * horizon, f"simulate {policy.name}", "step") as shown:
         for lo in batches:
             batch = [starts[i] for i in pick[lo : lo + cfg.batch_size]]
-            if wm.free_form:  # one generator a rollout: a rollout's written actions do not depend on its batch
-                rngs = [np.random.default_rng((seed, lo + i)) for i in range(len(batch))]
-                args = (wm, policy, reader, batch, guidance, gamma, horizon, gen, rngs, cfg, reward_range)
-                returns.append(_free_form_batch(*args, shown.update))
-            else:
-                args = (wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg, reward_range)
-                returns.append(_rollout_batch(*args, shown.update))
+            # a free-form log: one generator a rollout, so its written actions do not depend on its batch
+            rngs = [np.random.default_rng((seed, lo + i)) for i in range(len(batch))] if wm.free_form else None
+            args = (wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg, reward_range)
+            returns.append(_rollout_batch(*args, rngs, shown.update))
             shown.update((lo // cfg.batch_size + 1) * horizon - shown.n)  # the steps of rollouts that ended early
     return np.concatenate(returns)
 
@@ -125,51 +122,6 @@ def _written_actions(wm: WorldModel, policy: PolicyConfig, reader: LatentReader 
     return out
 
 
-def _free_form_batch(
-    wm: WorldModel,
-    policy: PolicyConfig,
-    reader: LatentReader | None,
-    starts: list[Start],
-    guidance: GuidanceConfig,
-    gamma: float,
-    horizon: int,
-    gen: torch.Generator,
-    rngs: list[np.random.Generator],
-    cfg: SimulateConfig,
-    reward_range: tuple[float, float] | None,
-    step: Callable[[int], object] = lambda n: None,
-) -> np.ndarray:
-    """Rollouts of a free-form log: no candidate sets; each step the agent writes its action reading z_t,
-    the action encoder embeds what it wrote, and policy guidance (omega) conditions the denoiser on it.
-    Continuation guidance needs the agent's distribution over next candidate sets, which a free-form log
-    does not define: it is off here (`estimate_policy` says so)."""
-    b = len(starts)
-    tasks = [s.task for s in starts]
-    z = wm.encode([s.observation for s in starts])
-    window = Window.start(z, wm.encode(tasks), wm.hparams.window, wm.cfg.d_action)
-    alive = torch.ones(b, dtype=torch.bool)
-    ret = torch.zeros(b, dtype=torch.float64)
-    guided = {int(t) for t in wm.sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
-    for t in range(horizon):
-        c = window.context(wm)
-        live = torch.nonzero(alive).flatten().tolist()
-        written = _written_actions(wm, policy, reader, z[live], [tasks[i] for i in live], [rngs[i] for i in live])
-        a = torch.zeros(b, wm.cfg.d_action, device=z.device)
-        a[live] = wm.embed_actions(written)
-        eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, None, guided)
-        z_next, reward, done = _transition(
-            wm, wm.sampler.sample(eps_fn, tuple(z.shape), gen, z.device), c, a, gen, cfg, reward_range
-        )
-        ret += alive.double() * gamma**t * reward.double()
-        alive &= ~done
-        step(1)
-        if not alive.any():
-            break
-        window = window.shifted(z_next, a)
-        z = z_next
-    return ret.numpy()
-
-
 def _rollout_batch(
     wm: WorldModel,
     policy: PolicyConfig,
@@ -182,21 +134,18 @@ def _rollout_batch(
     continuation: Continuation | None,
     cfg: SimulateConfig,
     reward_range: tuple[float, float] | None,
+    rngs: list[np.random.Generator] | None = None,
     step: Callable[[int], object] = lambda n: None,
 ) -> np.ndarray:
+    """One batch of rollouts. With candidate lists the agent picks among the candidate set of each state;
+    in a free-form log (`rngs`: one generator a rollout) it writes its action reading z_t, the action
+    encoder embeds what it wrote, and there are no candidate sets: continuation guidance, which needs the
+    agent's distribution over the next sets, is off (`estimate_policy` says so)."""
     b = len(starts)
     tasks = [s.task for s in starts]
     z = wm.encode([s.observation for s in starts])  # (B, L, d)
     vocab = wm.vocab_embeddings()
-    cand = torch.zeros(b, len(wm.actions), dtype=torch.bool, device=z.device)
-    unlisted = [i for i, s in enumerate(starts) if s.admissible is None]
-    for i, s in enumerate(starts):
-        if s.admissible is not None:
-            cand[i, s.admissible] = True
-    if unlisted:  # a first step logged without its list: the world model proposes one
-        cand[unlisted] = wm.propose(z[unlisted])
-        cand[~cand.any(-1)] = True
-    cand = wm.cap_candidates(z, cand, cfg.max_candidates)
+    cand = None if rngs is not None else _first_candidates(wm, z, starts, cfg.max_candidates)
     # the task stays in the history for the whole rollout
     window = Window.start(z, wm.encode(tasks), wm.hparams.window, vocab.size(1))
     alive = torch.ones(b, dtype=torch.bool)
@@ -204,22 +153,17 @@ def _rollout_batch(
     guided = {int(t) for t in wm.sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
     for t in range(horizon):
         c = window.context(wm)  # (B, d_c)
-        # (1) the agent picks a_t among the candidates while reading z_t
-        live = torch.nonzero(alive).flatten().tolist()  # finished rollouts are not scored
-        ids = [torch.nonzero(cand[i]).flatten() for i in live]
-        texts = [[wm.actions[j] for j in row.tolist()] for row in ids]
-        if reader is not None:
-            scores = reader.scores(z[live], [tasks[i] for i in live], texts)
+        # (1) the agent acts while reading z_t; finished rollouts are not scored
+        live = torch.nonzero(alive).flatten().tolist()
+        if cand is None:
+            written = _written_actions(wm, policy, reader, z[live], [tasks[i] for i in live], [rngs[i] for i in live])
+            a = torch.zeros(b, vocab.size(1), device=z.device)
+            a[live] = wm.embed_actions(written)
         else:
-            scores = [torch.zeros(len(x)) for x in texts]
-        choice = torch.zeros(b, dtype=torch.long)
-        for k, i in enumerate(live):
-            logp = action_log_probs(scores[k].detach().cpu(), policy)  # drawn on the CPU by the seeded generator
-            choice[i] = ids[k][torch.multinomial(logp.exp().float(), 1, generator=gen).to(ids[k].device)]
-        a = vocab[choice]  # (B, d_a)
+            a = vocab[_chosen(wm, policy, reader, z, tasks, cand, live, gen)]  # (B, d_a)
         # (2) guided denoising of z_{t+1}
         log_c = None
-        if continuation is not None and guided:
+        if continuation is not None and guided and cand is not None:
 
             def context_after(z0, window=window, a=a):
                 return window.shifted(z0, a).context(wm)
@@ -239,10 +183,39 @@ def _rollout_batch(
         if not alive.any():
             break
         # (4) next candidate sets and the shifted history window
-        cand = next_candidates(wm, z_next, c, a, cand, cfg.max_candidates, cfg.candidates, gen)
+        if cand is not None:
+            cand = next_candidates(wm, z_next, c, a, cand, cfg.max_candidates, cfg.candidates, gen)
         window = window.shifted(z_next, a)
         z = z_next
     return ret.numpy()
+
+
+def _first_candidates(wm: WorldModel, z: torch.Tensor, starts: list[Start], max_candidates: int) -> torch.Tensor:
+    """Candidate sets (B, V) of the first states: their logged lists, or the world model's proposal."""
+    cand = torch.zeros(len(starts), len(wm.actions), dtype=torch.bool, device=z.device)
+    unlisted = [i for i, s in enumerate(starts) if s.admissible is None]
+    for i, s in enumerate(starts):
+        if s.admissible is not None:
+            cand[i, s.admissible] = True
+    if unlisted:  # a first step logged without its list: the world model proposes one
+        cand[unlisted] = wm.propose(z[unlisted])
+        cand[~cand.any(-1)] = True
+    return wm.cap_candidates(z, cand, max_candidates)
+
+
+def _chosen(wm: WorldModel, policy: PolicyConfig, reader, z, tasks, cand, live, gen) -> torch.Tensor:
+    """The vocabulary index (B,) of the action the agent picks among each live state's candidates."""
+    ids = [torch.nonzero(cand[i]).flatten() for i in live]
+    texts = [[wm.actions[j] for j in row.tolist()] for row in ids]
+    if reader is not None:
+        scores = reader.scores(z[live], [tasks[i] for i in live], texts)
+    else:
+        scores = [torch.zeros(len(x)) for x in texts]
+    choice = torch.zeros(len(tasks), dtype=torch.long)
+    for k, i in enumerate(live):
+        logp = action_log_probs(scores[k].detach().cpu(), policy)  # drawn on the CPU by the seeded generator
+        choice[i] = ids[k][torch.multinomial(logp.exp().float(), 1, generator=gen).to(ids[k].device)]
+    return choice
 
 
 def next_candidates(
