@@ -195,7 +195,7 @@ def test_the_configs_ship_inside_the_package(tmp_path):
         shutil.copy(repo / item, tmp_path / item)
     shutil.copytree(repo / "src", tmp_path / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w", "dist"],
+        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", "dist"],  # setuptools>=77 isolated
         cwd=tmp_path,
         check=True,
     )
