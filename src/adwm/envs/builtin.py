@@ -9,6 +9,7 @@ success pays the rest, so an episode's return lies in [0, 1].
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 
 from adwm.envs.base import Reset, Step
@@ -175,3 +176,14 @@ class BuiltinEnv:
         new = [m for m in self._milestones if m not in self._reached and self._milestone_reached(m)]
         self._reached.update(new)
         return self.cfg.progress_reward * len(new) / len(self._milestones)
+
+
+_ROOM = re.compile(r"You are in the ([a-z ]+)\.")
+_CARRY = re.compile(r"You carry ([^.]*)\.")
+
+
+def builtin_state_key(observation: str) -> tuple[str | None, str | None]:
+    """The part of a builtin observation that is the world's state for fidelity: the room and the inventory
+    (the rest is the last action's feedback and the room's description, which follow from them)."""
+    room, carry = _ROOM.search(observation), _CARRY.search(observation)
+    return (room[1] if room else None, carry[1] if carry else None)

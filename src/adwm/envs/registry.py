@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from adwm.envs.base import TextEnv
-from adwm.envs.builtin import BuiltinEnv, BuiltinEnvConfig
+from adwm.envs.builtin import BuiltinEnv, BuiltinEnvConfig, builtin_state_key
 from adwm.envs.scienceworld import ScienceWorldConfig, ScienceWorldEnv
 from adwm.envs.textworld import TextWorldConfig, TextWorldEnv
 from adwm.runtime.checks import at_least, one_of, require
@@ -45,3 +45,9 @@ def env_signature(cfg: EnvConfig | dict) -> dict:
 def make_env(cfg: EnvConfig) -> TextEnv:
     """Build the environment named by `cfg.name` (checked by `EnvConfig`)."""
     return ENVS[cfg.name](cfg)
+
+
+def state_key(env_name: str) -> Callable[[str], object]:
+    """What of an observation counts as the world's state when a simulated state is compared with the true one
+    (simulation/fidelity.py): builtin's room and inventory; the whole observation text elsewhere."""
+    return builtin_state_key if env_name == "builtin" else (lambda observation: observation)

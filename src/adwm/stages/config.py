@@ -51,6 +51,10 @@ class FitConfig:
     # one epoch); refused when the checkpoint was made from other settings or data. Resuming at an epoch
     # boundary gives the model the uninterrupted fit gives (decisions.md: fit resume)
     resume: bool = False
+    # held-out episodes replayed open loop with their logged actions when the fit ends: state accuracy at 1, 5
+    # and 10 steps beside the `stay` and `nearest` controls, return correlation, termination rates
+    # (simulation/fidelity.py; metrics.json `fidelity/*`). A report: changing it does not refit. 0 = off
+    fidelity_episodes: int = 64
     # 0: the held-out batches are scored once, after the last step; N: also after every N epochs. The
     # RolloutEvaluator (`rollout_eval`) runs after those, so with it 0 means every `rollout_every_n_epochs`.
     val_every_n_epochs: int = 0
@@ -86,6 +90,7 @@ class FitConfig:
                 raise ValueError(f"fit.{key}: expected >= 1, got {getattr(self, key)}")
         if self.val_batches < 0:
             raise ValueError(f"fit.val_batches: expected >= 0 (0 = all), got {self.val_batches}")
+        at_least(self, "fit", 0, ("fidelity_episodes",), "0 = off")
 
 
 @dataclass

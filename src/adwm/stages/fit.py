@@ -14,6 +14,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from adwm.data.datamodule import TrajectoryDataModule
+from adwm.envs.registry import state_key
 from adwm.models.world_model import PROPOSALS, WorldModelModule
 from adwm.models.world_model.diagnostics import set_metrics
 from adwm.models.world_model.replay import refit_transition_heads
@@ -22,6 +23,7 @@ from adwm.runtime.cache import StageRecord, as_json
 from adwm.runtime.checkpoints import load_checkpoint
 from adwm.runtime.faults import reached
 from adwm.runtime.trainer import build_logger, build_trainer, finish_logger, stopped_by_time
+from adwm.simulation.fidelity import replay_fidelity
 from adwm.stages.config import FitConfig
 
 
@@ -96,7 +98,8 @@ class FaultPoint(L.Callback):
 
 def fit_settings(cfg: DictConfig) -> dict:
     """What a world model depends on: data, encoder, world model, training budget, ablation, seed."""
-    budget = {k: v for k, v in OmegaConf.to_container(cfg.fit, resolve=True).items() if k != "resume"}
+    reports = ("resume", "fidelity_episodes")  # how it runs and what it reports, not what it makes
+    budget = {k: v for k, v in OmegaConf.to_container(cfg.fit, resolve=True).items() if k not in reports}
     log = Path(cfg.data.log)
     return {
         "log": str(log),
@@ -263,6 +266,11 @@ def _fit(cfg: DictConfig) -> Path:
     if fcfg.rollout_heads.enabled:
         module.eval()
         metrics.update(refit_transition_heads(module, dm, fcfg.rollout_heads, cfg.env.gamma, cfg.seed))
+    if fcfg.fidelity_episodes > 0 and module.proposal_bank is not None and dm.val_episodes:
+        module.eval()
+        held = dm.val_episodes[: fcfg.fidelity_episodes]
+        key = state_key(cfg.env.name)
+        metrics.update(replay_fidelity(module, held, dm.train_episodes, key, cfg.env.gamma, cfg.seed))
     if evaluator is not None:  # the fit-end estimate, on the finished world model (refitted heads, bank)
         evaluator.run(trainer, module, "final")
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("rollout/")})

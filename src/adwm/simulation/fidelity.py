@@ -1,0 +1,114 @@
+"""Fidelity of a world model: held-out episodes replayed open loop with their logged actions.
+
+For k = 1, 5, 10 steps: the state accuracy, the share of replays whose state after k logged actions (the
+nearest logged observation of the sampled latent, what the agent and the heads read after snapping)
+agrees with the logged observation k steps in, by the environment's state key (`envs.registry.state_key`:
+builtin's room and inventory; the whole text elsewhere). Beside it the same accuracy of the two log
+controls (simulation/worlds.py): `stay` (the first observation kept) and `nearest` (the logged successors
+of the training split). And over whole episodes: the correlation of the simulated and logged discounted
+returns (the simulated one is the expected return under the termination head, sum_t gamma^t r_t
+prod_{s<t} (1 - p_s)) and the mean simulated probability of ending within the logged length against the
+logged share of episodes that ended (not truncated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from adwm.data.schema import Episode
+from adwm.models.history import Window
+from adwm.simulation.worlds import LoggedStart, LoggedWorld
+
+KS = (1, 5, 10)
+
+
+def _true_observation(ep: Episode, k: int) -> str:
+    return ep.final_observation if k == len(ep.steps) else ep.steps[k].observation
+
+
+@torch.no_grad()
+def replay_fidelity(
+    wm,
+    episodes: Sequence[Episode],
+    train_episodes: Sequence[Episode],
+    state_key: Callable[[str], object],
+    gamma: float,
+    seed: int,
+    ks: Sequence[int] = KS,
+) -> dict[str, float]:
+    """`fidelity/...` metrics of world model `wm` (a fitted `WorldModelModule` with its bank of logged
+    states) on `episodes` (held out), with the controls built from `train_episodes`."""
+    if not episodes:
+        return {}
+    if wm.proposal_bank is None or wm.proposal_bank.texts is None:
+        raise RuntimeError("fidelity: the world model has no bank of logged observations (fit builds it)")
+    wm = wm.eval()
+    gen = torch.Generator().manual_seed(seed)
+    b, horizon = len(episodes), max(len(ep.steps) for ep in episodes)
+    z = wm.encode([ep.steps[0].observation for ep in episodes])
+    window = Window.start(z, wm.encode([ep.task for ep in episodes]), wm.hparams.window, wm.cfg.d_action)
+    read: dict[int, list[str]] = {}
+    sim_return = torch.zeros(b, dtype=torch.float64)
+    survive = torch.ones(b, dtype=torch.float64)
+    for t in range(horizon):
+        live = [i for i, ep in enumerate(episodes) if t < len(ep.steps)]
+        actions = [episodes[i].steps[t].action if t < len(episodes[i].steps) else "" for i in range(b)]
+        a = wm.embed_actions(actions)
+        c = window.context(wm)
+        z_next = wm.sampler.sample(lambda x, tt, c=c, a=a: wm.eps(x, tt, c, a), tuple(z.shape), gen, z.device)
+        nearest = wm.proposal_bank.nearest(z_next)
+        z_next = wm.proposal_bank.latents[nearest].view_as(z_next).to(z.device)  # snapped, as in simulation
+        reward, done_logit = wm.heads.transition(z_next, c, a)
+        mask = torch.zeros(b, dtype=torch.float64)
+        mask[live] = 1.0
+        sim_return += mask * survive * gamma**t * reward.double().cpu()
+        survive *= 1 - mask * torch.sigmoid(done_logit).double().cpu()
+        if t + 1 in ks:
+            read[t + 1] = [wm.proposal_bank.texts[j] for j in nearest.tolist()]
+        window = window.shifted(z_next, a)
+        z = z_next
+    out: dict[str, float] = {}
+    controls = _control_states(episodes, train_episodes, ks, seed)
+    for k in ks:
+        rows = [i for i, ep in enumerate(episodes) if len(ep.steps) >= k]
+        if not rows:
+            continue
+        true = [state_key(_true_observation(episodes[i], k)) for i in rows]
+        out[f"fidelity/state_acc@{k}"] = float(np.mean([state_key(read[k][i]) == y for i, y in zip(rows, true)]))
+        for name, states in controls.items():
+            out[f"fidelity/{name}_state_acc@{k}"] = float(
+                np.mean([state_key(states[k][i]) == y for i, y in zip(rows, true)])
+            )
+    logged = np.array([ep.discounted_return(gamma) for ep in episodes])
+    simulated = sim_return.numpy()
+    if logged.std() > 0 and simulated.std() > 0:
+        out["fidelity/return_corr"] = float(np.corrcoef(simulated, logged)[0, 1])
+    out["fidelity/sim_end_prob"] = float(1 - survive.mean())
+    out["fidelity/logged_end_rate"] = float(np.mean([not ep.info.get("truncated", False) for ep in episodes]))
+    out["fidelity/episodes"] = float(b)
+    return out
+
+
+def _control_states(
+    episodes: Sequence[Episode], train_episodes: Sequence[Episode], ks: Sequence[int], seed: int
+) -> dict[str, dict[int, list[str]]]:
+    """Each control's observation after k logged actions, per episode (`stay`: the first one)."""
+    nearest = LoggedWorld(train_episodes, moves=True)
+    rng = np.random.default_rng(seed)
+    out: dict[str, dict[int, list[str]]] = {"stay": {}, "nearest": {}}
+    for k in ks:
+        out["stay"][k] = [ep.steps[0].observation for ep in episodes]
+        out["nearest"][k] = []
+    for ep in episodes:
+        state = nearest.start(LoggedStart(ep.task, ep.steps[0].observation, ep.steps[0].admissible, ep.seed))
+        for t, step in enumerate(ep.steps):
+            state, _, _ = nearest.step(state, step.action, rng)
+            if t + 1 in ks:
+                out["nearest"][t + 1].append(state.observation)
+        for k in ks:
+            if len(ep.steps) < k:
+                out["nearest"][k].append("")
+    return out
