@@ -123,21 +123,24 @@ class LoggedWorld:
         self.states = list(self.table)
         self._vectors = _tfidf(self.states)
         self._row = {o: i for i, o in enumerate(self.states)}
+        self._taken: dict[str, list[int]] = defaultdict(list)  # action -> rows of the states it was taken at
+        for o in self.states:
+            for action in self.table[o]:
+                self._taken[action].append(self._row[o])
 
     def start(self, start: LoggedStart) -> TextState:
         return TextState(start.task, start.observation, start.admissible)
 
     def _similar(self, observation: str, action: str) -> str | None:
         """The logged observation most similar to `observation` where `action` was taken."""
-        where = [o for o in self.states if action in self.table[o]]
-        if not where:
+        rows = self._taken.get(action)
+        if not rows:
             return None
         if observation in self._row:
             q = self._vectors[self._row[observation]]
         else:
             q = _tfidf([observation], self.states)[0]
-        sims = self._vectors[[self._row[o] for o in where]] @ q
-        return where[int(np.argmax(sims))]
+        return self.states[rows[int(np.argmax(self._vectors[rows] @ q))]]
 
     def step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
         source = state.observation if action in self.table.get(state.observation, {}) else None

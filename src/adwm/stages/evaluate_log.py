@@ -16,14 +16,18 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from adwm.data.schema import read_episodes
+from adwm.runtime.atomic import read_json
 from adwm.runtime.checks import require, safe_name
+from adwm.runtime.hub import is_local_path
+from adwm.runtime.parallel import resolve_workers
+from adwm.stages.evaluate import evaluate_in_workers
+from adwm.stages.pipeline import ensure_fitted
 
 
 def agent_policy(base, source: str, where: str, hub: bool, free_form: bool):
     """The PolicyConfig of one agent source: `base` (the configured `policy`: prompt, temperature) with the
     agent's model, name and mode (free-form logs: the agent writes its actions)."""
-    from adwm.runtime.hub import is_local_path
-
     path = Path(source).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
@@ -66,11 +70,6 @@ def agent_policies(cfg: DictConfig, free_form: bool) -> list:
 
 def evaluate_log(cfg: DictConfig, overrides: list[str]) -> Path:
     """Fit (or reuse) the world model on `data.log`, then estimate every agent; returns the estimates' path."""
-    from adwm.data.schema import read_episodes
-    from adwm.runtime.parallel import resolve_workers
-    from adwm.stages.evaluate import evaluate_in_workers
-    from adwm.stages.fit import can_resume, fit, is_fitted
-    from adwm.stages.pipeline import stage_config
 
     given = {o.split("=", 1)[0].lstrip("+") for o in overrides}
     cfg = cfg.copy()
@@ -88,12 +87,7 @@ def evaluate_log(cfg: DictConfig, overrides: list[str]) -> Path:
     kind = "free-form (no admissible lists: agents write their actions)" if free_form else "with admissible lists"
     print(f"evaluate-log: {len(episodes)} episodes in '{log}', {kind}", file=sys.stderr)
 
-    fit_cfg = stage_config(cfg, "fit")
-    fit_cfg.run.dir = cfg.run.fit
-    if not is_fitted(fit_cfg):
-        fit_cfg.fit.resume = can_resume(fit_cfg)
-        print(f"evaluate-log: fitting the world model in '{cfg.run.fit}'", file=sys.stderr)
-        fit(fit_cfg)
+    ensure_fitted(cfg, "evaluate-log")
 
     # the agents are the family; no behaviour agent (no calibration), no ground truth
     cfg.family.eps, cfg.family.optional = [], []
@@ -113,7 +107,6 @@ def evaluate_log(cfg: DictConfig, overrides: list[str]) -> Path:
 
 
 def _print_estimates(path: Path, names: list[str]) -> None:
-    from adwm.runtime.atomic import read_json
 
     estimates = read_json(path)["estimates"]
     print(f"{'agent':<24} {'J_hat':>8}  CI")

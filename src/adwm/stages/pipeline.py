@@ -99,6 +99,19 @@ def stage_config(cfg: DictConfig, command: str) -> DictConfig:
     return out
 
 
+def ensure_fitted(cfg: DictConfig, who: str) -> None:
+    """Fit the world model into `run.fit` unless a fit with the same settings is there; an interrupted one
+    continues from its last epoch."""
+    fit_cfg = stage_config(cfg, "fit")
+    fit_cfg.run.dir = cfg.run.fit
+    if is_fitted(fit_cfg):
+        return
+    fit_cfg.fit.resume = can_resume(fit_cfg)
+    what = "resuming the interrupted fit of" if fit_cfg.fit.resume else "fitting"
+    print(f"{who}: {what} the world model in '{cfg.run.fit}'", file=sys.stderr)
+    fit(fit_cfg)
+
+
 def stage_seconds(
     cfg: DictConfig, log: Path, truth: dict, estimates: dict, baselines: dict, fit_seconds: float
 ) -> dict[str, float | None]:
@@ -157,13 +170,7 @@ def _quickstart(cfg: DictConfig, overrides: list[str]) -> Path:
     reached("quickstart.stage")
 
     t = time.time()
-    fit_cfg = stage_config(cfg, "fit")
-    fit_cfg.run.dir = cfg.run.fit
-    if not is_fitted(fit_cfg):
-        fit_cfg.fit.resume = can_resume(fit_cfg)  # an interrupted fit continues from its last epoch
-        what = "resuming the interrupted fit of" if fit_cfg.fit.resume else "fitting"
-        print(f"quickstart: {what} the world model", file=sys.stderr)
-        fit(fit_cfg)
+    ensure_fitted(cfg, "quickstart")
     timings["fit"] = round(time.time() - t, 1)
     reached("quickstart.stage")
 
