@@ -7,7 +7,9 @@ from dataclasses import asdict, dataclass, field
 
 from adwm.envs.base import TextEnv
 from adwm.envs.builtin import BuiltinEnv, BuiltinEnvConfig, builtin_state_key
+from adwm.envs.multihop import MultihopEnv, MultihopEnvConfig
 from adwm.envs.scienceworld import ScienceWorldConfig, ScienceWorldEnv
+from adwm.envs.shop import ShopEnv, ShopEnvConfig
 from adwm.envs.textworld import TextWorldConfig, TextWorldEnv
 from adwm.runtime.checks import at_least, one_of, require
 
@@ -20,6 +22,8 @@ class EnvConfig:
     builtin: BuiltinEnvConfig = field(default_factory=BuiltinEnvConfig)
     scienceworld: ScienceWorldConfig = field(default_factory=ScienceWorldConfig)
     textworld: TextWorldConfig = field(default_factory=TextWorldConfig)
+    shop: ShopEnvConfig = field(default_factory=ShopEnvConfig)
+    multihop: MultihopEnvConfig = field(default_factory=MultihopEnvConfig)
 
     def __post_init__(self) -> None:
         one_of(self.name, "env.name", ENVS)
@@ -31,6 +35,8 @@ ENVS: dict[str, Callable[[EnvConfig], TextEnv]] = {
     "builtin": lambda cfg: BuiltinEnv(cfg.builtin, max_steps=cfg.max_steps),
     "scienceworld": lambda cfg: ScienceWorldEnv(cfg.scienceworld, max_steps=cfg.max_steps),
     "textworld": lambda cfg: TextWorldEnv(cfg.textworld, max_steps=cfg.max_steps),
+    "shop": lambda cfg: ShopEnv(cfg.shop, max_steps=cfg.max_steps),
+    "multihop": lambda cfg: MultihopEnv(cfg.multihop, max_steps=cfg.max_steps),
 }
 
 
@@ -49,5 +55,6 @@ def make_env(cfg: EnvConfig) -> TextEnv:
 
 def state_key(env_name: str) -> Callable[[str], object]:
     """What of an observation counts as the world's state when a simulated state is compared with the true one
-    (simulation/fidelity.py): builtin's room and inventory; the whole observation text elsewhere."""
+    (simulation/fidelity.py): builtin's room and inventory; the whole observation text elsewhere (shop's pages
+    and multihop's results with their notes are functions of the state alone, with no feedback text)."""
     return builtin_state_key if env_name == "builtin" else (lambda observation: observation)

@@ -21,6 +21,18 @@ TABLE_METRICS = (
 )
 
 
+ESTIMATOR_NOTE = (
+    "`adwm_sim` is ADWM uncalibrated (the simulated returns alone: the number a user without the behaviour "
+    "agents gets); `adwm` is calibrated (`evaluate.calibration`, which simulates the behaviour agents and so "
+    "needs them, a privilege no baseline has)."
+)
+
+
+def estimator_rank(name: str) -> int:
+    """Table order: ADWM uncalibrated first, then calibrated ADWM, then the baselines (each in its order)."""
+    return 0 if name.startswith("adwm_sim") else 1 if name.startswith("adwm") else 2
+
+
 def estimate_rows(summary: dict, labels: dict) -> list[dict]:
     """One row per (policy, estimator) of a main-job summary."""
     rows = []
