@@ -130,6 +130,9 @@ def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
     table = capsys.readouterr().out.strip().splitlines()[-1]
     text = open(table).read()
     assert "| estimator | a | b |" in text and "resampling unit is the seed" in text
+    spearman = text.split("## Spearman")[1].split("\n| ")[2:4]  # the first two estimator rows
+    assert spearman[0].startswith("adwm_sim |") and spearman[1].startswith("adwm |")  # uncalibrated first
+    assert "`adwm_sim` is ADWM uncalibrated" in text
     rows = list(csv.DictReader(open(out / "estimates.csv")))
     assert len(rows) == (7 + 4) * len(ESTIMATORS)  # cell a: 7 policies, cell b: 4
     assert {r["cell"] for r in rows} == {"a", "b"}
