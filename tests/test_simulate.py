@@ -326,3 +326,27 @@ def test_retrieval_candidates_are_the_list_of_the_nearest_logged_state(world):
             )
     finally:
         wm.proposal_bank = bank_saved
+
+
+def test_resampling_guidance_scores_every_particle_and_is_reproducible(world, bc_agent_dir):
+    from adwm.guidance.continuation import Continuation
+
+    wm, dm = world
+    starts = logged_starts(dm)
+    pcfg = PolicyConfig(name="p", model=bc_agent_dir, history_turns=0)
+    reader = NearestTextReader(wm, LLMPolicy(pcfg))
+    seen: list[int] = []
+
+    class Recording(Continuation):
+        def log_c(self, context_after, next_sets, tasks, policy_cfg, live=None):
+            fn = super().log_c(context_after, next_sets, tasks, policy_cfg, live)
+            seen.append(len(tasks))
+            return fn
+
+    sim = SimulateConfig(n_rollouts=6, batch_size=6)
+    resample = GuidanceConfig(eta=5.0, method="resample", particles=3)
+    runs = [
+        simulate(wm, pcfg, reader, starts, sim, resample, 0.95, 3, seed, Recording(wm, reader, None)) for seed in (0, 0)
+    ]
+    assert seen and all(n == 6 * 3 for n in seen)  # each rollout's 3 particles are scored, in one batch
+    assert np.all(np.isfinite(runs[0])) and np.array_equal(runs[0], runs[1])

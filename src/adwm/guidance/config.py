@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GUIDANCE_SPACES = ("x0", "score")
+GUIDANCE_METHODS = ("gradient", "resample")
 
 
 @dataclass
@@ -16,8 +17,19 @@ class GuidanceConfig:
     # where eta * grad log C is added: "x0" to the Tweedie estimate (a step of eta in latent units),
     # "score" to the score (scaled by sqrt(1 - abar_t), so nearly nothing on the last, low-noise steps)
     space: str = "x0"
+    # how C enters: "gradient" moves the sample along eta * grad log C on the last `steps` reverse steps (a
+    # heuristic that goes towards C's mode); "resample" draws `particles` samples of the prior kernel and
+    # keeps one with probability proportional to C^eta: Theorem 1's tilt itself (guidance/resample.py)
+    method: str = "gradient"
+    particles: int = 4  # resample: candidates a step (cost: this many denoising chains and log C evaluations)
 
     def __post_init__(self) -> None:
+        if self.method not in GUIDANCE_METHODS:
+            raise ValueError(f"guidance.method: unknown method '{self.method}'; choose from {list(GUIDANCE_METHODS)}")
+        if self.particles < 1 or (self.method == "resample" and self.particles < 2):
+            raise ValueError(
+                f"guidance.particles: expected >= 2 with method=resample (one particle is the prior), got {self.particles}"
+            )
         if self.space not in GUIDANCE_SPACES:
             raise ValueError(f"guidance.space: unknown space '{self.space}'; choose from {list(GUIDANCE_SPACES)}")
         for key in ("omega", "eta", "clip"):

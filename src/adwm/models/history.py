@@ -91,6 +91,10 @@ class Window:
     def context(self, wm) -> torch.Tensor:
         return wm.history(self.z, self.prev_a, self.mask, self.task)  # (B, d_c)
 
+    def repeat(self, k: int) -> Window:
+        """Each rollout's window `k` times in a row (B * k rows), as `repeat_interleave(k, 0)` lays them out."""
+        return Window(*(x.repeat_interleave(k, 0) for x in (self.z, self.prev_a, self.mask, self.task)))
+
     def shifted(self, z_next: torch.Tensor, a: torch.Tensor) -> Window:
         """The window after action a (B, d_a) led to z_next (B, L, d)."""
         return Window(

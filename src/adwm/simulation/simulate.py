@@ -20,6 +20,7 @@ import torch
 from adwm.guidance import guided_eps_fn
 from adwm.guidance.config import GuidanceConfig
 from adwm.guidance.continuation import Continuation
+from adwm.guidance.resample import tilted_pick
 from adwm.models.history import Window
 from adwm.models.world_model.protocol import WorldModel
 from adwm.policies.config import PolicyConfig
@@ -161,22 +162,25 @@ def _rollout_batch(
             a[live] = wm.embed_actions(written)
         else:
             a = vocab[_chosen(wm, policy, reader, z, tasks, cand, live, gen)]  # (B, d_a)
-        # (2) guided denoising of z_{t+1}
-        log_c = None
-        if continuation is not None and guided and cand is not None:
+        # (2) guided denoising of z_{t+1}: Theorem 1's tilt by importance resampling, or the gradient step
+        tilt = continuation is not None and bool(guided) and cand is not None
+        if tilt and guidance.method == "resample":
+            z_raw = _tilted_next(wm, policy, window, c, a, cand, tasks, live, continuation, guidance, cfg, gen)
+        else:
+            log_c = None
+            if tilt:
 
-            def context_after(z0, window=window, a=a):
-                return window.shifted(z0, a).context(wm)
+                def context_after(z0, window=window, a=a):
+                    return window.shifted(z0, a).context(wm)
 
-            def next_sets(z0, rows, c=c, a=a, cand=cand):  # the rule's cut: no draw inside guidance
-                return next_candidates(wm, z0, c[rows], a[rows], cand[rows], cfg.max_candidates, cfg.candidates)
+                def next_sets(z0, rows, c=c, a=a, cand=cand):  # the rule's cut: no draw inside guidance
+                    return next_candidates(wm, z0, c[rows], a[rows], cand[rows], cfg.max_candidates, cfg.candidates)
 
-            log_c = continuation.log_c(context_after, next_sets, tasks, policy, live)
-        eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
+                log_c = continuation.log_c(context_after, next_sets, tasks, policy, live)
+            eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
+            z_raw = wm.sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
         # (3) snapped, then the reward and termination heads
-        z_next, reward, done = _transition(
-            wm, wm.sampler.sample(eps_fn, tuple(z.shape), gen, z.device), c, a, gen, cfg, reward_range
-        )
+        z_next, reward, done = _transition(wm, z_raw, c, a, gen, cfg, reward_range)
         ret += alive.double() * gamma**t * reward.double()
         alive &= ~done
         step(1)
@@ -188,6 +192,30 @@ def _rollout_batch(
         window = window.shifted(z_next, a)
         z = z_next
     return ret.numpy()
+
+
+def _tilted_next(wm, policy, window, c, a, cand, tasks, live, continuation, guidance, cfg, gen) -> torch.Tensor:
+    """z_{t+1} from Theorem 1's tilted kernel: `guidance.particles` draws of the omega-guided kernel per
+    rollout, in one batch, one kept per rollout with probability proportional to C^eta (guidance/resample.py)."""
+    k = guidance.particles
+    c_k, a_k, cand_k, window_k = (
+        c.repeat_interleave(k, 0),
+        a.repeat_interleave(k, 0),
+        cand.repeat_interleave(k, 0),
+        window.repeat(k),
+    )
+    eps_fn = guided_eps_fn(lambda x, tt, act: wm.eps(x, tt, c_k, act), a_k, wm.abar, guidance)
+    particles = wm.sampler.sample(eps_fn, (c.size(0) * k, *window.z.shape[2:]), gen, c.device)
+
+    def next_sets(z0, rows):
+        return next_candidates(wm, z0, c_k[rows], a_k[rows], cand_k[rows], cfg.max_candidates, cfg.candidates)
+
+    tasks_k = [t for t in tasks for _ in range(k)]
+    live_k = [i * k + j for i in live for j in range(k)]
+    log_c = continuation.log_c(lambda z0: window_k.shifted(z0, a_k).context(wm), next_sets, tasks_k, policy, live_k)
+    with torch.no_grad():
+        picked, _ = tilted_pick(particles, log_c(particles), k, guidance.eta, gen)
+    return picked
 
 
 def _first_candidates(wm: WorldModel, z: torch.Tensor, starts: list[Start], max_candidates: int) -> torch.Tensor:
