@@ -34,7 +34,7 @@ def test_overrides_experiment_and_group_choice():
     [
         (
             ["env.nokey=3"],
-            r"command line: unknown config key 'env.nokey'; allowed keys here: \['builtin', 'gamma', 'max_steps', 'name', 'scienceworld', 'textworld'\]",
+            r"command line: unknown config key 'env.nokey'; allowed keys here: \['builtin', 'gamma', 'max_steps', 'multihop', 'name', 'scienceworld', 'shop', 'textworld'\]",
         ),
         (["typo=1"], r"command line: unknown config key 'typo'"),
         (
@@ -44,7 +44,7 @@ def test_overrides_experiment_and_group_choice():
         (["env.builtin.locked_door_prob=[1]"], r"config key 'env.builtin.locked_door_prob'"),
         (
             ["env=marsworld"],
-            r"unknown choice 'marsworld' for group 'env'; choose from \['builtin', 'scienceworld', 'textworld_cooking'\]",
+            r"unknown choice 'marsworld' for group 'env'; choose from \['builtin', 'multihop', 'scienceworld', 'shop', 'textworld_cooking'\]",
         ),
         (
             ["logger=tensorboard"],
