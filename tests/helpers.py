@@ -5,6 +5,20 @@ from __future__ import annotations
 from adwm.envs import BuiltinEnv
 
 
+def play_randomly(env, seed: int, rng, max_steps: int) -> list:
+    """Reset `env` at `seed` and take random admissible actions until the episode ends: the task, first
+    observation and list, then (observation, reward, done) of each step. Fails if it runs past `max_steps`."""
+    reset = env.reset(seed)
+    trace, adm = [reset.task, reset.observation, tuple(reset.admissible)], reset.admissible
+    for _ in range(max_steps):
+        step = env.step(rng.choice(adm))
+        trace.append((step.observation, step.reward, step.done))
+        if step.done:
+            return trace
+        adm = step.admissible
+    raise AssertionError(f"the episode did not end within {max_steps} steps")
+
+
 def builtin_texts(n_seeds: int = 40) -> list[str]:
     env, texts = BuiltinEnv(), []
     for seed in range(n_seeds):

@@ -7,18 +7,11 @@ import random
 import pytest
 
 from adwm.envs import BuiltinEnv, EnvConfig, TextEnv, make_env
+from helpers import play_randomly
 
 
-def play(env: BuiltinEnv, seed: int, actions_rng: random.Random, n: int = 40) -> list:
-    reset = env.reset(seed)
-    trace, adm = [reset.observation, reset.task, tuple(reset.admissible)], reset.admissible
-    for _ in range(n):
-        step = env.step(actions_rng.choice(adm))
-        trace.append((step.observation, step.reward, step.done))
-        if step.done:
-            break
-        adm = step.admissible
-    return trace
+def play(env: BuiltinEnv, seed: int, actions_rng: random.Random) -> list:
+    return play_randomly(env, seed, actions_rng, env.max_steps)
 
 
 def test_implements_text_env_protocol():

@@ -12,6 +12,7 @@ from adwm.config import ConfigError, load_config
 from adwm.envs import EnvConfig, TextEnv, make_env
 from adwm.envs.multihop import MultihopEnv, answer_f1, normalize_answer
 from adwm.envs.multihop_kb import QUESTION_KINDS
+from helpers import play_randomly
 
 
 @pytest.fixture(scope="module")
@@ -20,15 +21,7 @@ def env() -> MultihopEnv:
 
 
 def play(env: MultihopEnv, seed: int, rng: random.Random) -> list:
-    reset = env.reset(seed)
-    trace, adm = [reset.task, reset.observation, tuple(reset.admissible)], reset.admissible
-    for _ in range(env.max_steps):
-        step = env.step(rng.choice(adm))
-        trace.append((step.observation, step.reward, step.done))
-        if step.done:
-            return trace
-        adm = step.admissible
-    raise AssertionError("the episode did not end at max_steps")
+    return play_randomly(env, seed, rng, env.max_steps)
 
 
 def test_registered_and_implements_text_env():

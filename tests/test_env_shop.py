@@ -14,6 +14,7 @@ from adwm.config import ConfigError, load_config
 from adwm.envs import EnvConfig, TextEnv, make_env
 from adwm.envs.shop import SearchEngine, ShopEnv, ShopEnvConfig
 from adwm.envs.shop_catalogue import Goal, Product, make_catalogue, purchase_reward
+from helpers import play_randomly
 
 
 @pytest.fixture(scope="module")
@@ -22,15 +23,7 @@ def env() -> ShopEnv:
 
 
 def play(env: ShopEnv, seed: int, rng: random.Random) -> list:
-    reset = env.reset(seed)
-    trace, adm = [reset.task, reset.observation, tuple(reset.admissible)], reset.admissible
-    for _ in range(env.max_steps):
-        step = env.step(rng.choice(adm))
-        trace.append((step.observation, step.reward, step.done))
-        if step.done:
-            return trace
-        adm = step.admissible
-    raise AssertionError("the episode did not end at max_steps")
+    return play_randomly(env, seed, rng, env.max_steps)
 
 
 def test_registered_and_implements_text_env():

@@ -73,6 +73,20 @@ def logged_admissible(actions: Sequence[str] | None) -> list[str] | None:
     return list(actions)
 
 
+def plan_by_rule(
+    state: Any, next_action: Callable[[Any], str], step: Callable[[Any, str], tuple[Any, bool]], limit: int
+) -> list[str] | None:
+    """The actions a rule-based gold solver takes from `state`: `next_action(state)` then `step(state,
+    action) -> (next state, episode ended)`, until the episode ends (None if it has not within `limit`)."""
+    actions = []
+    for _ in range(limit):
+        actions.append(next_action(state))
+        state, ended = step(state, actions[-1])
+        if ended:
+            return actions
+    return None
+
+
 @dataclass
 class Reset:
     """What `TextEnv.reset` returns: the first observation and the task."""

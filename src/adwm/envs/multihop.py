@@ -34,7 +34,7 @@ import string
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from adwm.envs.base import Reset, Step
+from adwm.envs.base import Reset, Step, plan_by_rule
 from adwm.envs.multihop_kb import KnowledgeBase, Question, Sentence, make_kb, make_question
 from adwm.runtime.checks import at_least
 
@@ -121,14 +121,12 @@ class MultihopEnv:
     def gold_actions(self) -> list[str] | None:
         if self.question is None:
             raise RuntimeError("MultihopEnv.gold_actions called before reset")
-        actions, state = [], self.state
-        for _ in range(4 * self.max_steps):
-            act = self._gold_next(state)
-            actions.append(act)
-            state, answer, _ = self.transition(state, act)
-            if answer is not None:
-                return actions
-        return None
+
+        def step(state, action):
+            nxt = self.transition(state, action)
+            return nxt[0], nxt[1] is not None  # an answer given
+
+        return plan_by_rule(self.state, self._gold_next, step, 4 * self.max_steps)
 
     def close(self) -> None:
         self.question = None

@@ -33,7 +33,7 @@ import random
 import re
 from dataclasses import dataclass, replace
 
-from adwm.envs.base import Reset, Step
+from adwm.envs.base import Reset, Step, plan_by_rule
 from adwm.envs.shop_catalogue import CATEGORIES, Goal, Product, best_reward, make_catalogue, make_goal, purchase_reward
 from adwm.runtime.checks import at_least
 
@@ -129,14 +129,12 @@ class ShopEnv:
     def gold_actions(self) -> list[str] | None:
         if self.goal is None:
             raise RuntimeError("ShopEnv.gold_actions called before reset")
-        actions, state = [], self.state
-        for _ in range(4 * self.max_steps):  # a plan is at most a few pages long; guards against a loop
-            act = self._gold_next(state)
-            actions.append(act)
-            state, _, bought = self.transition(state, act)
-            if bought is not None:
-                return actions
-        return None
+
+        def step(state, action):
+            nxt = self.transition(state, action)
+            return nxt[0], nxt[2] is not None  # a product bought
+
+        return plan_by_rule(self.state, self._gold_next, step, 4 * self.max_steps)  # a few pages at most
 
     def close(self) -> None:
         self.goal = None
