@@ -220,7 +220,8 @@ class ShopEnv:
     def _gold_target(self) -> int:
         """The first result of the gold query that can earn the most (the goal's own product earns 1)."""
         ranked = self.results(self.goal.query)
-        return max(ranked, key=lambda i: (best_reward(self.goal, self.catalogue[i]), -ranked.index(i)))
+        rank = max(range(len(ranked)), key=lambda r: (best_reward(self.goal, self.catalogue[ranked[r]]), -r))
+        return ranked[rank]
 
     def _gold_next(self, state: ShopState) -> str:
         if state.page == SEARCH:

@@ -21,23 +21,18 @@ def resample_index(log_w: torch.Tensor, generator: torch.Generator | None = None
     """One index per row of `log_w` (B, K), drawn with probability softmax(log_w); rows of equal weights
     (e.g. all -inf or all 0) draw uniformly. Drawn on the CPU from `generator`, as the sampler's noise."""
     w = log_w.detach().double().cpu()
-    w = torch.where(torch.isfinite(w), w, torch.full_like(w, -1e300))
-    probs = torch.softmax(w, dim=-1)
-    probs = torch.where(torch.isfinite(probs).all(-1, keepdim=True), probs, torch.full_like(probs, 1 / w.size(1)))
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    w = torch.where(torch.isfinite(w), w, torch.full_like(w, -1e300))  # -inf or NaN: no weight (equal if all)
+    return torch.multinomial(torch.softmax(w, dim=-1), 1, generator=generator).squeeze(-1)
 
 
 def tilted_pick(
     particles: torch.Tensor, log_c: torch.Tensor, k: int, eta: float, generator: torch.Generator | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> torch.Tensor:
     """Pick one of `k` particles per row, with weights C^eta. `particles` (B * k, ...) are grouped by row as
-    `repeat_interleave(k, 0)` lays them out, `log_c` (B * k,) is their log C. Returns the picks (B, ...)
-    and each row's effective sample size (B,)."""
+    `repeat_interleave(k, 0)` lays them out, `log_c` (B * k,) is their log C. Returns the picks (B, ...)."""
     b = particles.size(0) // k
-    log_w = eta * log_c.view(b, k)
-    idx = resample_index(log_w, generator).to(particles.device)
-    picked = particles.view(b, k, *particles.shape[1:])[torch.arange(b, device=particles.device), idx]
-    return picked, effective_sample_size(log_w)
+    idx = resample_index(eta * log_c.view(b, k), generator).to(particles.device)
+    return particles.view(b, k, *particles.shape[1:])[torch.arange(b, device=particles.device), idx]
 
 
 def effective_sample_size(log_w: torch.Tensor) -> torch.Tensor:

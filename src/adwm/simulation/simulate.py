@@ -214,8 +214,7 @@ def _tilted_next(wm, policy, window, c, a, cand, tasks, live, continuation, guid
     live_k = [i * k + j for i in live for j in range(k)]
     log_c = continuation.log_c(lambda z0: window_k.shifted(z0, a_k).context(wm), next_sets, tasks_k, policy, live_k)
     with torch.no_grad():
-        picked, _ = tilted_pick(particles, log_c(particles), k, guidance.eta, gen)
-    return picked
+        return tilted_pick(particles, log_c(particles), k, guidance.eta, gen)
 
 
 def _first_candidates(wm: WorldModel, z: torch.Tensor, starts: list[Start], max_candidates: int) -> torch.Tensor:
