@@ -112,3 +112,21 @@ def test_guided_sampling_is_deterministic_for_a_seed(method):
     torch.testing.assert_close(draw[0], draw[1], rtol=0, atol=0)
     other = sampler.sample(fn, (6, 2, 3), torch.Generator().manual_seed(8))
     assert not torch.allclose(draw[0], other)
+
+
+def test_tail_continuation_is_the_tail_value_alone_and_needs_one():
+    from adwm.guidance.continuation import Continuation, TailValue
+
+    torch.manual_seed(0)
+    tail = TailValue(6)
+    never = lambda *args: (_ for _ in ()).throw(AssertionError("the tail form reads no agent and no next set"))  # noqa: E731
+    fn = Continuation(None, None, tail, "tail").log_c(never, never, ["t"] * 4, None, live=[0, 2, 3])
+    z0 = torch.randn(4, 2, 3, requires_grad=True)
+    out = fn(z0)
+    assert out[1] == 0 and torch.allclose(out[[0, 2, 3]], tail(z0[[0, 2, 3]]))
+    (grad,) = torch.autograd.grad(out.sum(), z0)
+    assert grad[1].abs().sum() == 0 and grad[0].abs().sum() > 0  # finished rollouts get no guidance
+    with pytest.raises(ValueError, match="evaluate.tail.enabled"):
+        Continuation(None, None, None, "tail")
+    with pytest.raises(ValueError, match="guidance.continuation"):
+        GuidanceConfig(continuation="one_step")

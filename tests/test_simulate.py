@@ -350,3 +350,91 @@ def test_resampling_guidance_scores_every_particle_and_is_reproducible(world, bc
     ]
     assert seen and all(n == 6 * 3 for n in seen)  # each rollout's 3 particles are scored, in one batch
     assert np.all(np.isfinite(runs[0])) and np.array_equal(runs[0], runs[1])
+
+
+def test_a_recorded_simulation_names_its_parts_and_counts_the_agent_reads(world, bc_agent_dir):
+    from adwm.runtime import costs
+
+    wm, dm = world
+    pcfg = PolicyConfig(name="p", model=bc_agent_dir, history_turns=0)
+    reader = NearestTextReader(wm, LLMPolicy(pcfg))
+    sim = SimulateConfig(n_rollouts=5, batch_size=5)
+    with costs.recording() as record:
+        returns = simulate(wm, pcfg, reader, logged_starts(dm), sim, GuidanceConfig(eta=0.0), 0.95, 3, 0)
+    assert {"simulate/start", "simulate/history", "simulate/choose", "simulate/denoise", "simulate/heads"} <= set(
+        record.seconds
+    )
+    steps = record.counts["simulate/steps"]
+    assert 1 <= steps <= 3 and record.counts["simulate/rollout_steps"] >= 5
+    # the agent reads every live rollout's state once a step to choose, and nowhere else without guidance
+    assert record.counts["agent/states_read@simulate/choose"] == record.counts["simulate/rollout_steps"]
+    assert record.counts["agent/states_read"] == record.counts["simulate/rollout_steps"]
+    assert returns.shape == (5,)
+
+
+def test_the_eps_coin_drawn_first_gives_the_mixture_and_skips_the_agent_on_its_share():
+    from types import SimpleNamespace
+
+    from adwm.simulation.simulate import _chosen
+
+    class CountingReader:  # fixed scores over each state's candidates; counts the states it reads
+        read = 0
+
+        def scores(self, z, tasks, candidates):
+            self.read += len(candidates)
+            return [torch.tensor([2.0, 0.0, -1.0][: len(c)]) for c in candidates]
+
+    wm = SimpleNamespace(actions=["a", "b", "c", "d"])
+    n = 20000
+    cand = torch.zeros(n, 4, dtype=torch.bool)
+    cand[:, :3] = True
+    reader, gen = CountingReader(), torch.Generator().manual_seed(0)
+    policy = PolicyConfig(name="p", model="m", eps=0.4, temperature=1.0)
+    picks = _chosen(wm, policy, reader, torch.zeros(n, 1, 1), ["t"] * n, cand, list(range(n)), gen)
+    freq = torch.bincount(picks, minlength=4).double() / n
+    expected = action_log_probs(torch.tensor([2.0, 0.0, -1.0]), policy).exp()  # the one sampling rule
+    assert torch.allclose(freq[:3], expected, atol=0.012) and freq[3] == 0
+    assert abs(reader.read / n - 0.6) < 0.015  # the agent read only the states whose coin chose it
+    greedy = CountingReader()
+    _chosen(
+        wm,
+        dataclasses.replace(policy, eps=0.0),
+        greedy,
+        torch.zeros(50, 1, 1),
+        ["t"] * 50,
+        cand[:50],
+        list(range(50)),
+        gen,
+    )
+    assert greedy.read == 50
+
+
+def test_sampler_steps_of_a_simulation_replace_the_world_models_own(world):
+    from adwm.simulation.simulate import simulation_sampler
+
+    wm, dm = world
+    own = wm.sampler.cfg
+    assert simulation_sampler(wm, 0) is wm.sampler and simulation_sampler(wm, own.steps) is wm.sampler
+    fewer = simulation_sampler(wm, 2)
+    assert len(fewer.timesteps) == 2 and int(fewer.timesteps[-1]) == 0 and fewer.cfg.train_steps == own.train_steps
+    with pytest.raises(ValueError, match="evaluate.simulate.sampler_steps"):
+        simulation_sampler(wm, own.train_steps + 1)
+    uniform = PolicyConfig(name="u", kind="uniform")
+    runs = [
+        simulate(
+            wm,
+            uniform,
+            None,
+            logged_starts(dm),
+            SimulateConfig(n_rollouts=6, sampler_steps=k),
+            GuidanceConfig(eta=0.0),
+            0.95,
+            4,
+            0,
+        )
+        for k in (0, 2, 2)
+    ]
+    np.testing.assert_array_equal(runs[1], runs[2])
+    assert np.all(np.isfinite(runs[1]))
+    with pytest.raises(ValueError, match="evaluate.simulate.sampler_steps"):
+        SimulateConfig(sampler_steps=-1)

@@ -15,6 +15,7 @@ import numpy as np
 from adwm.data.schema import Episode, StepRecord
 from adwm.envs.base import EnvCrashed, TextEnv, logged_admissible
 from adwm.policies.base import AgentState, Policy, sample_index
+from adwm.runtime import costs
 
 
 @dataclass
@@ -66,7 +67,8 @@ def run_episodes(
         job = pending.pop()
         for attempt in range(max_retries + 1):
             try:
-                reset = env.reset(job.env_seed)
+                with costs.section("online/env"):
+                    reset = env.reset(job.env_seed)
                 break
             except EnvCrashed as err:
                 if attempt == max_retries:
@@ -83,11 +85,14 @@ def run_episodes(
                 if not active:
                     continue
                 states = [slots[i].state for i in active]
-                actions, logps = _choose(policy, states, [slots[i].rng for i in active], record_logprob)
+                with costs.section("online/agent"):
+                    actions, logps = _choose(policy, states, [slots[i].rng for i in active], record_logprob)
+                costs.count("online/steps", len(active))
                 for i, action, logp in zip(active, actions, logps):
                     slot = slots[i]
                     try:
-                        step = slot.env.step(action)
+                        with costs.section("online/env"):
+                            step = slot.env.step(action)
                     except EnvCrashed as err:  # the backend was restarted: replay the episode from its reset
                         key = (slot.job.policy, slot.job.index)
                         retries[key] = retries.get(key, 0) + 1

@@ -26,6 +26,7 @@ import torch
 
 from adwm.diffusion.schedules import tweedie_x0
 from adwm.guidance.config import GuidanceConfig
+from adwm.runtime import costs
 
 EpsModel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]  # (x_t, t, action or None)
 LogC = Callable[[torch.Tensor], torch.Tensor]  # z0_hat (B, L, d) -> log C (B,)
@@ -62,7 +63,7 @@ def guided_eps_fn(
         a_t = abar[step]
         z0 = tweedie_x0(x_t, eps, a_t).detach().requires_grad_(True)
         # (3) grad log C at z0_hat, clipped per sample
-        with torch.enable_grad():
+        with torch.enable_grad(), costs.section("simulate/guidance"):
             (grad,) = torch.autograd.grad(log_c(z0).sum(), z0)
         norm = grad.flatten(1).norm(dim=-1).clamp(min=1e-12)
         grad = grad * (cfg.clip / norm).clamp(max=1.0).view(-1, *[1] * (grad.dim() - 1))

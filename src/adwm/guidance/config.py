@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 GUIDANCE_SPACES = ("x0", "score")
 GUIDANCE_METHODS = ("gradient", "resample")
+CONTINUATIONS = ("full", "tail")
 
 
 @dataclass
@@ -22,10 +23,18 @@ class GuidanceConfig:
     # keeps one with probability proportional to C^eta: Theorem 1's tilt itself (guidance/resample.py)
     method: str = "gradient"
     particles: int = 4  # resample: candidates a step (cost: this many denoising chains and log C evaluations)
+    # what log C is: "full" = the one-step term (pi_e reads the candidate latent: an agent forward, and a
+    # backward for the gradient) plus the tail value; "tail" = the tail value V_alpha alone, which already
+    # estimates the logged continuation's log-likelihood under pi_e from z (no agent forward: decisions.md)
+    continuation: str = "full"
 
     def __post_init__(self) -> None:
         if self.method not in GUIDANCE_METHODS:
             raise ValueError(f"guidance.method: unknown method '{self.method}'; choose from {list(GUIDANCE_METHODS)}")
+        if self.continuation not in CONTINUATIONS:
+            raise ValueError(
+                f"guidance.continuation: unknown form '{self.continuation}'; choose from {list(CONTINUATIONS)}"
+            )
         if self.particles < 1 or (self.method == "resample" and self.particles < 2):
             raise ValueError(
                 f"guidance.particles: expected >= 2 with method=resample (one particle is the prior), got {self.particles}"

@@ -9,6 +9,11 @@ candidate latent through the projector, so its gradient flows z -> G_psi -> pi_e
 V_alpha is a small value network on latents fitted per pi_e by TD on logged
 transitions with per-step reward log pi_e(a_k | o_k) (only pi_e's log-probs of
 logged actions are used, never the behaviour agents').
+
+`guidance.continuation=tail` keeps V_alpha alone: since V_alpha(z_{t+1}) already
+counts log pi_e of the logged next action (E_b log pi_e, Jensen's lower bound of
+the one-step term's log E_b pi_e), it is the same factor without pi_e's forward
+and backward per guided step, at the cost of an MLP.
 """
 
 from __future__ import annotations
@@ -133,10 +138,15 @@ def _writing_log_probs(
 class Continuation:
     """Builds log C(z0) for one simulated step of a batch of rollouts."""
 
-    def __init__(self, world_model: Any, reader: Any, tail: TailValue | None) -> None:
+    def __init__(self, world_model: Any, reader: Any, tail: TailValue | None, form: str = "full") -> None:
         """`world_model`: a `models.world_model.WorldModel` (the models layer sits above this one); `reader`: a
-        `simulation.readers.LatentReader` or None for a policy that never reads its model."""
-        self.wm, self.reader, self.tail = world_model, reader, tail
+        `simulation.readers.LatentReader` or None for a policy that never reads its model; `form`: "full"
+        (the one-step term plus `tail`) or "tail" (`tail` alone: no agent forward; `tail` is then needed)."""
+        if form == "tail" and tail is None:
+            raise ValueError(
+                "guidance.continuation=tail: log C is the tail value, which evaluate.tail.enabled=false turns off"
+            )
+        self.wm, self.reader, self.tail, self.form = world_model, reader, tail, form
 
     def log_c(
         self,
@@ -151,6 +161,13 @@ class Continuation:
         of the next states, by the simulation's rule (not differentiated)."""
         wm = self.wm
         live = list(range(len(tasks))) if live is None else live
+
+        def scattered(log_c: torch.Tensor, z0: torch.Tensor) -> torch.Tensor:
+            where = (torch.tensor(live, device=log_c.device),)
+            return torch.zeros(z0.size(0), dtype=log_c.dtype, device=log_c.device).index_put(where, log_c)
+
+        if self.form == "tail":
+            return lambda z0: scattered(self.tail(z0[live]), z0)
 
         def fn(z0: torch.Tensor) -> torch.Tensor:
             nxt = next_sets(z0.detach()[live], live)
@@ -169,7 +186,6 @@ class Continuation:
             log_c = torch.stack(out).float()
             if self.tail is not None:
                 log_c = log_c + self.tail(z0[live])
-            where = (torch.tensor(live, device=log_c.device),)
-            return torch.zeros(z0.size(0), dtype=log_c.dtype, device=log_c.device).index_put(where, log_c)
+            return scattered(log_c, z0)
 
         return fn

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from adwm.policies.base import sample_index
+from adwm.runtime import costs
 
 
 def _cache_name(model: torch.nn.Module) -> str:
@@ -104,6 +105,7 @@ def _packed_hidden(
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
     rows, soft = _prompt_rows(prompts)
+    costs.count("agent/states_read", len(rows))
     lens = [int(r.shape[0]) if soft else len(r) for r in rows]
     by_row: list[list[int]] = [[] for _ in rows]
     for j, i in enumerate(owner):
@@ -166,6 +168,7 @@ def _packed_hidden(
         out = decoder(
             inputs_embeds=x, attention_mask=mask[:, None].to(device), position_ids=pos.to(device), use_cache=False
         )
+        costs.count("agent/forward_passes")
         hidden.append(out.last_hidden_state[torch.tensor(at_row), torch.tensor(at_col)])
     h = torch.cat(hidden)
     sizes = torch.tensor([len(continuations[j]) for j in order])
@@ -246,6 +249,8 @@ def sample_continuations(
     out, mask = _prompt_pass(model, prompts, pad_id)
     name = _cache_name(model)
     n = int(mask.size(0))
+    costs.count("agent/states_read", n)
+    costs.count("agent/forward_passes")
     generated: list[list[int]] = [[] for _ in range(n)]
     done = [False] * n
     next_pos = mask.sum(-1)
@@ -273,5 +278,6 @@ def sample_continuations(
             use_cache=True,
             **{name: getattr(out, name)},
         )
+        costs.count("agent/forward_passes")
         next_pos = next_pos + 1
     return generated

@@ -33,6 +33,9 @@ class SimulateConfig:
     # the edit head; `threshold` = the edit head's calibrated cut (decisions.md: candidate sets). A writing
     # agent also picks among them: the world model only simulates actions of its logged vocabulary.
     candidates: str = "retrieval"
+    # reverse diffusion steps a simulated transition takes; 0 = the world model's own
+    # (world_model.sampler.steps, which its fit used); fewer cost less (decisions.md: sampler steps)
+    sampler_steps: int = 0
 
     def __post_init__(self) -> None:
         if self.candidates not in CANDIDATE_RULES:
@@ -41,6 +44,7 @@ class SimulateConfig:
             )
         at_least(self, "evaluate.simulate", 1, ("n_rollouts", "batch_size", "ci_resamples"))
         at_least(self, "evaluate.simulate", 0, ("horizon", "max_candidates"), "0 = env.max_steps / no cap")
+        at_least(self, "evaluate.simulate", 0, ("sampler_steps",), "0 = the world model's own")
         require(0 < self.ci_level < 1, "evaluate.simulate.ci_level", self.ci_level, "a value in (0, 1)")
         if not 0 < self.ci_level < 1:
             raise ValueError(f"evaluate.simulate.ci_level: expected a value in (0, 1), got {self.ci_level}")

@@ -12,11 +12,12 @@ list of the nearest logged state (`candidates`; or the world model's edit head).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
+from adwm.diffusion.sampler import DiffusionSampler
 from adwm.guidance import guided_eps_fn
 from adwm.guidance.config import GuidanceConfig
 from adwm.guidance.continuation import Continuation
@@ -24,7 +25,8 @@ from adwm.guidance.resample import tilted_pick
 from adwm.models.history import Window
 from adwm.models.world_model.protocol import WorldModel
 from adwm.policies.config import PolicyConfig
-from adwm.policies.sampling import action_log_probs
+from adwm.policies.sampling import action_log_probs, uses_model
+from adwm.runtime import costs
 from adwm.runtime.progress import bar
 from adwm.simulation.config import SimulateConfig
 from adwm.simulation.readers import LatentReader
@@ -79,6 +81,7 @@ def simulate(
             "evaluate.simulate.candidates=retrieval: the world model has no bank of logged states (fit builds it)"
         )
     wm = world_model.eval()
+    sampler = simulation_sampler(wm, cfg.sampler_steps)
     gen = torch.Generator().manual_seed(seed)
     pick = np.random.default_rng(seed).integers(0, len(starts), size=cfg.n_rollouts)
     returns = []
@@ -88,10 +91,28 @@ def simulate(
             batch = [starts[i] for i in pick[lo : lo + cfg.batch_size]]
             # a free-form log: one generator a rollout, so its written actions do not depend on its batch
             rngs = [np.random.default_rng((seed, lo + i)) for i in range(len(batch))] if wm.free_form else None
-            args = (wm, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg, reward_range)
+            args = (wm, sampler, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg, reward_range)
             returns.append(_rollout_batch(*args, rngs, shown.update))
             shown.update((lo // cfg.batch_size + 1) * horizon - shown.n)  # the steps of rollouts that ended early
     return np.concatenate(returns)
+
+
+def simulation_sampler(wm: WorldModel, steps: int) -> DiffusionSampler:
+    """The world model's sampler with `steps` reverse steps (`evaluate.simulate.sampler_steps`; 0: its own)."""
+    own = wm.sampler.cfg
+    if steps == 0 or steps == own.steps:
+        return wm.sampler
+    if own.method != "ddim":
+        raise ValueError(
+            f"evaluate.simulate.sampler_steps={steps}: the world model samples with {own.method}, which takes "
+            f"every one of its {own.train_steps} steps; use 0 (its own) or a ddim world model"
+        )
+    if steps > own.train_steps:
+        raise ValueError(
+            f"evaluate.simulate.sampler_steps: expected 0..{own.train_steps} (the world model's "
+            f"world_model.sampler.train_steps), got {steps}"
+        )
+    return DiffusionSampler(replace(own, steps=steps))
 
 
 def _transition(wm, z_next, c, a, gen, cfg: SimulateConfig, reward_range) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,8 +121,10 @@ def _transition(wm, z_next, c, a, gen, cfg: SimulateConfig, reward_range) -> tup
     if cfg.snap:
         if wm.proposal_bank is None:
             raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
-        z_next = wm.proposal_bank.latents[wm.proposal_bank.nearest(z_next)].view_as(z_next).to(z_next.device)
-    reward, done_logit = wm.heads.transition(z_next, c, a)
+        with costs.section("simulate/retrieval"):
+            z_next = wm.proposal_bank.latents[wm.proposal_bank.nearest(z_next)].view_as(z_next).to(z_next.device)
+    with costs.section("simulate/heads"):
+        reward, done_logit = wm.heads.transition(z_next, c, a)
     if cfg.clip_rewards and reward_range is not None:
         reward = reward.clamp(*reward_range)
     # returns and the alive mask are kept on the CPU, where the seeded generator draws
@@ -125,6 +148,7 @@ def _written_actions(wm: WorldModel, policy: PolicyConfig, reader: LatentReader 
 
 def _rollout_batch(
     wm: WorldModel,
+    sampler: DiffusionSampler,
     policy: PolicyConfig,
     reader: LatentReader | None,
     starts: list[Start],
@@ -144,28 +168,34 @@ def _rollout_batch(
     agent's distribution over the next sets, is off (`estimate_policy` says so)."""
     b = len(starts)
     tasks = [s.task for s in starts]
-    z = wm.encode([s.observation for s in starts])  # (B, L, d)
-    vocab = wm.vocab_embeddings()
-    cand = None if rngs is not None else _first_candidates(wm, z, starts, cfg.max_candidates)
-    # the task stays in the history for the whole rollout
-    window = Window.start(z, wm.encode(tasks), wm.hparams.window, vocab.size(1))
+    with costs.section("simulate/start"):
+        z = wm.encode([s.observation for s in starts])  # (B, L, d)
+        vocab = wm.vocab_embeddings()
+        cand = None if rngs is not None else _first_candidates(wm, z, starts, cfg.max_candidates)
+        # the task stays in the history for the whole rollout
+        window = Window.start(z, wm.encode(tasks), wm.hparams.window, vocab.size(1))
     alive = torch.ones(b, dtype=torch.bool)
     ret = torch.zeros(b, dtype=torch.float64)
-    guided = {int(t) for t in wm.sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
+    guided = {int(t) for t in sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
     for t in range(horizon):
-        c = window.context(wm)  # (B, d_c)
+        costs.count("simulate/steps")
+        costs.count("simulate/rollout_steps", int(alive.sum()))
+        with costs.section("simulate/history"):
+            c = window.context(wm)  # (B, d_c)
         # (1) the agent acts while reading z_t; finished rollouts are not scored
         live = torch.nonzero(alive).flatten().tolist()
-        if cand is None:
-            written = _written_actions(wm, policy, reader, z[live], [tasks[i] for i in live], [rngs[i] for i in live])
-            a = torch.zeros(b, vocab.size(1), device=z.device)
-            a[live] = wm.embed_actions(written)
-        else:
-            a = vocab[_chosen(wm, policy, reader, z, tasks, cand, live, gen)]  # (B, d_a)
+        with costs.section("simulate/choose"):
+            if cand is None:
+                texts = [tasks[i] for i in live]
+                written = _written_actions(wm, policy, reader, z[live], texts, [rngs[i] for i in live])
+                a = torch.zeros(b, vocab.size(1), device=z.device)
+                a[live] = wm.embed_actions(written)
+            else:
+                a = vocab[_chosen(wm, policy, reader, z, tasks, cand, live, gen)]  # (B, d_a)
         # (2) guided denoising of z_{t+1}: Theorem 1's tilt by importance resampling, or the gradient step
         tilt = continuation is not None and bool(guided) and cand is not None
         if tilt and guidance.method == "resample":
-            z_raw = _tilted_next(wm, policy, window, c, a, cand, tasks, live, continuation, guidance, cfg, gen)
+            z_raw = _tilted_next(wm, sampler, policy, window, c, a, cand, tasks, live, continuation, guidance, cfg, gen)
         else:
             log_c = None
             if tilt:
@@ -178,7 +208,8 @@ def _rollout_batch(
 
                 log_c = continuation.log_c(context_after, next_sets, tasks, policy, live)
             eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
-            z_raw = wm.sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
+            with costs.section("simulate/denoise"):
+                z_raw = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
         # (3) snapped, then the reward and termination heads
         z_next, reward, done = _transition(wm, z_raw, c, a, gen, cfg, reward_range)
         ret += alive.double() * gamma**t * reward.double()
@@ -188,13 +219,16 @@ def _rollout_batch(
             break
         # (4) next candidate sets and the shifted history window
         if cand is not None:
-            cand = next_candidates(wm, z_next, c, a, cand, cfg.max_candidates, cfg.candidates, gen)
+            with costs.section("simulate/retrieval"):
+                cand = next_candidates(wm, z_next, c, a, cand, cfg.max_candidates, cfg.candidates, gen)
         window = window.shifted(z_next, a)
         z = z_next
     return ret.numpy()
 
 
-def _tilted_next(wm, policy, window, c, a, cand, tasks, live, continuation, guidance, cfg, gen) -> torch.Tensor:
+def _tilted_next(
+    wm, sampler, policy, window, c, a, cand, tasks, live, continuation, guidance, cfg, gen
+) -> torch.Tensor:
     """z_{t+1} from Theorem 1's tilted kernel: `guidance.particles` draws of the omega-guided kernel per
     rollout, in one batch, one kept per rollout with probability proportional to C^eta (guidance/resample.py)."""
     k = guidance.particles
@@ -205,7 +239,8 @@ def _tilted_next(wm, policy, window, c, a, cand, tasks, live, continuation, guid
         window.repeat(k),
     )
     eps_fn = guided_eps_fn(lambda x, tt, act: wm.eps(x, tt, c_k, act), a_k, wm.abar, guidance)
-    particles = wm.sampler.sample(eps_fn, (c.size(0) * k, *window.z.shape[2:]), gen, c.device)
+    with costs.section("simulate/denoise"):
+        particles = sampler.sample(eps_fn, (c.size(0) * k, *window.z.shape[2:]), gen, c.device)
 
     def next_sets(z0, rows):
         return next_candidates(wm, z0, c_k[rows], a_k[rows], cand_k[rows], cfg.max_candidates, cfg.candidates)
@@ -213,7 +248,7 @@ def _tilted_next(wm, policy, window, c, a, cand, tasks, live, continuation, guid
     tasks_k = [t for t in tasks for _ in range(k)]
     live_k = [i * k + j for i in live for j in range(k)]
     log_c = continuation.log_c(lambda z0: window_k.shifted(z0, a_k).context(wm), next_sets, tasks_k, policy, live_k)
-    with torch.no_grad():
+    with torch.no_grad(), costs.section("simulate/guidance"):
         return tilted_pick(particles, log_c(particles), k, guidance.eta, gen)
 
 
@@ -231,17 +266,31 @@ def _first_candidates(wm: WorldModel, z: torch.Tensor, starts: list[Start], max_
 
 
 def _chosen(wm: WorldModel, policy: PolicyConfig, reader, z, tasks, cand, live, gen) -> torch.Tensor:
-    """The vocabulary index (B,) of the action the agent picks among each live state's candidates."""
+    """The vocabulary index (B,) of the action the agent picks among each live state's candidates.
+
+    The eps mixture (1 - eps) pi + eps uniform is drawn in two stages: a coin per rollout picks the branch,
+    and the agent reads only the states whose coin chose it (the same distribution as drawing from the
+    mixture, at 1 - eps of the agent forwards)."""
     ids = [torch.nonzero(cand[i]).flatten() for i in live]
-    texts = [[wm.actions[j] for j in row.tolist()] for row in ids]
-    if reader is not None:
-        scores = reader.scores(z[live], [tasks[i] for i in live], texts)
+    if reader is None or not uses_model(policy):
+        reading = []
+    elif policy.eps > 0:
+        reading = torch.nonzero(torch.rand(len(live), generator=gen) >= policy.eps).flatten().tolist()
     else:
-        scores = [torch.zeros(len(x)) for x in texts]
+        reading = list(range(len(live)))
+    scores = {}
+    if reading:
+        texts = [[wm.actions[j] for j in ids[k].tolist()] for k in reading]
+        read = reader.scores(z[[live[k] for k in reading]], [tasks[live[k]] for k in reading], texts)
+        scores = dict(zip(reading, read))
+    agent = replace(policy, eps=0.0)
     choice = torch.zeros(len(tasks), dtype=torch.long)
     for k, i in enumerate(live):
-        logp = action_log_probs(scores[k].detach().cpu(), policy)  # drawn on the CPU by the seeded generator
-        choice[i] = ids[k][torch.multinomial(logp.exp().float(), 1, generator=gen).to(ids[k].device)]
+        if k in scores:  # drawn on the CPU by the seeded generator
+            p = action_log_probs(scores[k].detach().cpu(), agent).exp()
+        else:
+            p = torch.ones(len(ids[k]), dtype=torch.float64)
+        choice[i] = ids[k][torch.multinomial(p.float(), 1, generator=gen).to(ids[k].device)]
     return choice
 
 

@@ -30,6 +30,7 @@ from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
 from adwm.policies.sampling import uses_model
+from adwm.runtime import costs
 from adwm.runtime.atomic import read_json, update_json
 from adwm.runtime.cache import entry_matches
 from adwm.runtime.checkpoints import load_checkpoint
@@ -75,15 +76,17 @@ def _diffusion_returns(
     guidance, ablation = OmegaConf.to_object(cfg.guidance), OmegaConf.to_object(cfg.ablation)
     reader, llm = None, None
     if uses_model(pcfg):
-        llm = LLMPolicy(pcfg, f"family policy '{pcfg.name}'")
-        if ablation.projector:
-            reader = SoftTokenReader(load_projector(project(cfg, pcfg), wm, llm))
-        else:
-            reader = NearestTextReader(wm, llm)
+        with costs.section("estimate/projector"):
+            llm = LLMPolicy(pcfg, f"family policy '{pcfg.name}'")
+            if ablation.projector:
+                reader = SoftTokenReader(load_projector(project(cfg, pcfg), wm, llm))
+            else:
+                reader = NearestTextReader(wm, llm)
     continuation = None
     if guidance.eta > 0 and not wm.free_form:  # free-form logs define no candidate sets to continue from
-        tail = fit_tail_value(wm, pcfg, llm, dm, ecfg.tail, cfg.seed, cache) if ecfg.tail.enabled else None
-        continuation = Continuation(wm, reader, tail)
+        with costs.section("estimate/tail_value"):
+            tail = fit_tail_value(wm, pcfg, llm, dm, ecfg.tail, cfg.seed, cache) if ecfg.tail.enabled else None
+        continuation = Continuation(wm, reader, tail, guidance.continuation)
     horizon = ecfg.simulate.horizon or cfg.env.max_steps
     return simulate(
         wm,

@@ -1,0 +1,246 @@
+"""The cost of an ADWM estimate beside the online evaluation it replaces, side by side in one process.
+
+    .venv/bin/python benchmarks/cost.py --cell builtin seed=3 run.root=runs/v3 [more overrides]
+
+The overrides name a finished `adwm quickstart` run (its agents, log and fitted world model are reused;
+nothing of it is overwritten). In this process, one after another:
+
+1. online: the family's ground truth (`ground_truth.n_episodes` per policy) in the real environment,
+   with the time of the agents and of the environment apart and the agent's forward passes counted;
+2. estimate: `adwm evaluate` of the family with `evaluate.calibration=none` from scratch (fresh projectors
+   under a temporary folder), split into projector training, tail values, and the simulation by part
+   (start encodings, history, the agent's choice, denoising, continuation guidance, heads, retrieval);
+3. calibration: the behaviour agents' simulations that `evaluate.calibration` (the run's setting) adds;
+4. a `torch.profiler` table of two simulated steps of the first family policy (the ops that take the time).
+
+The fit is not repeated: its seconds come from `<run.fit>/metrics.json` and are reported apart, amortised
+over the family's policies (one fit evaluates many agents). Peak resident memory is read per phase
+(VmHWM, reset between phases). The figures go to `benchmarks/results/cost.json` under `<cell>/<label>`
+(`--label`, default `current`) and every entry of that file to the table `docs/results/cost.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from adwm.config.compose import load_config
+from adwm.evaluation.family import family_policies
+from adwm.evaluation.ground_truth import ground_truth
+from adwm.runtime import costs
+from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json
+from adwm.stages import evaluate as evaluate_stage
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "cost.json"
+TABLE = ROOT / "docs" / "results" / "cost.md"
+SIM_PARTS = ("start", "history", "choose", "denoise", "guidance", "heads", "retrieval")
+
+
+def _peak_mb(reset: bool = False) -> float:
+    """This process's peak resident memory since the last reset (Linux VmHWM), in MB."""
+    status = Path("/proc/self/status")
+    if not status.is_file():
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = next(int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("VmHWM"))
+    if reset:
+        Path("/proc/self/clear_refs").write_text("5")
+    return peak / 1024
+
+
+def _phase(fn) -> tuple[float, dict, float]:
+    """(wall seconds, recorded sections and counts, peak MB) of fn()."""
+    _peak_mb(reset=True)
+    with costs.recording() as record:
+        start = time.perf_counter()
+        fn()
+        wall = time.perf_counter() - start
+    return wall, record.to_dict(), round(_peak_mb(), 1)
+
+
+def _simulation(record: dict) -> dict:
+    sec, counts = record["seconds"], record["counts"]
+    parts = {p: round(sec.get(f"simulate/{p}", 0.0), 2) for p in SIM_PARTS}
+    steps = max(counts.get("simulate/steps", 0), 1)
+    total = sum(parts.values())
+    return {
+        "seconds": round(total, 1),
+        "parts": parts,
+        "batched_steps": counts.get("simulate/steps", 0),
+        "rollout_steps": counts.get("simulate/rollout_steps", 0),
+        "step_ms": round(total / steps * 1e3, 1),
+        # the floor of a simulated step: the agent's one batched forward to choose its action
+        "choose_ms": round(parts["choose"] / steps * 1e3, 1),
+        "step_over_choose": round(total / max(parts["choose"], 1e-9), 2),
+        "agent_states_read": {
+            "choose": counts.get("agent/states_read@simulate/choose", 0),
+            "guidance": counts.get("agent/states_read@simulate/guidance", 0),
+        },
+    }
+
+
+def _profile(cfg, wm_path: Path, policy) -> list[dict]:
+    """Top ops by self CPU time over two simulated steps of `policy` (its projector is already trained)."""
+    short = OmegaConf.merge(cfg, {"evaluate": {"simulate": {"horizon": 2}}})
+    models = evaluate_stage._loaded(short, wm_path)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        evaluate_stage.estimate_policy(short, models["wm"], models["dm"], policy, models["cache"])
+    rows = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:12]
+    return [{"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 1), "calls": e.count} for e in rows]
+
+
+def measure(overrides: list[str], cell: str) -> dict:
+    probe = load_config(overrides, "evaluate")
+    tmp = Path(tempfile.mkdtemp(prefix="adwm-cost-"))
+    base = [
+        *overrides,
+        "workers=1",
+        f"project.dir={tmp}/project",
+        f"evaluate.out={tmp}/estimates.json",
+        f"ground_truth.out={tmp}/ground_truth.json",
+    ]
+    cfg = load_config([*base, "evaluate.calibration=none"], "evaluate")
+    family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
+    wm_path = Path(cfg.evaluate.world_model)
+    if not wm_path.is_file():
+        raise FileNotFoundError(f"evaluate.world_model: no world model at '{wm_path}' (run `adwm quickstart` first)")
+    gcfg, env_cfg = OmegaConf.to_object(cfg.ground_truth), OmegaConf.to_object(cfg.env)
+
+    online_s, online, online_mb = _phase(lambda: ground_truth(family, gcfg, env_cfg, cfg.seed))
+    estimate_s, estimate, estimate_mb = _phase(lambda: evaluate_stage.evaluate(cfg))
+    calibration = probe.evaluate.calibration
+    calibration_s, calib, calib_mb = 0.0, {"seconds": {}, "counts": {}}, 0.0
+    if calibration != "none":
+        cal_cfg = load_config([*base, f"evaluate.calibration={calibration}"], "evaluate")
+        calibration_s, calib, calib_mb = _phase(lambda: evaluate_stage.evaluate(cal_cfg))
+    profile = _profile(
+        cfg, wm_path, next(p for p in family if p.eps == 0) if any(p.eps == 0 for p in family) else family[0]
+    )
+
+    results = read_json(Path(cfg.evaluate.out))
+    fit_metrics = Path(cfg.run.fit) / "metrics.json"
+    fit_s = read_json(fit_metrics).get("seconds") if fit_metrics.is_file() else None
+    sec = estimate["seconds"]
+    projector_s, tail_s = sec.get("estimate/projector", 0.0), sec.get("estimate/tail_value", 0.0)
+    return {
+        "overrides": overrides,
+        "commit": _commit(),
+        "settings": {
+            "family": [p.name for p in family],
+            "ground_truth_episodes": gcfg.n_episodes,
+            "n_rollouts": cfg.evaluate.simulate.n_rollouts,
+            "sampler_steps": cfg.world_model.sampler.steps,
+            "guidance": OmegaConf.to_container(cfg.guidance),
+            "calibration": calibration,
+        },
+        "online": {
+            "seconds": round(online_s, 1),
+            "agent_s": round(online["seconds"].get("online/agent", 0.0), 1),
+            "env_s": round(online["seconds"].get("online/env", 0.0), 1),
+            "steps": online["counts"].get("online/steps", 0),
+            "agent_states_read": online["counts"].get("agent/states_read", 0),
+            "agent_forward_passes": online["counts"].get("agent/forward_passes", 0),
+            "peak_mb": online_mb,
+        },
+        "fit_seconds": fit_s,
+        "fit_seconds_per_policy": None if fit_s is None else round(fit_s / len(family), 1),
+        "estimate": {
+            "seconds": round(estimate_s, 1),
+            "projector_s": round(projector_s, 1),
+            "tail_value_s": round(tail_s, 1),
+            "simulation": _simulation(estimate),
+            "agent_forward_passes": estimate["counts"].get("agent/forward_passes", 0),
+            "peak_mb": estimate_mb,
+            "per_policy_s": {n: results["estimates"][n]["seconds"] for n in results["family"]},
+        },
+        "calibration": {"seconds": round(calibration_s, 1), "peak_mb": calib_mb},
+        "ratio_estimate_to_online": round(estimate_s / online_s, 3),
+        "ratio_with_calibration_to_online": round((estimate_s + calibration_s) / online_s, 3),
+        "accuracy": {
+            "uncalibrated": results.get("metrics_sim"),
+            "calibrated": read_json(Path(cfg.evaluate.out)).get("metrics") if calibration != "none" else None,
+        },
+        "profile_two_steps": profile,
+        "cell": cell,
+    }
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def table(entries: dict) -> str:
+    lines = [
+        "# Cost of an estimate against the online evaluation it replaces",
+        "",
+        "Generated by `benchmarks/cost.py` (figures in `benchmarks/results/cost.json`; the command of each row is",
+        "`.venv/bin/python benchmarks/cost.py --cell <cell> --label <label> <overrides>`), on 2 CPU cores, one",
+        "process, nothing else running. *online*: the family's ground truth in the real environment; *estimate*:",
+        "ADWM's estimate of the same family with a fitted world model (projectors, tail values, simulation),",
+        "uncalibrated; *calibration*: the behaviour simulations that `evaluate.calibration` adds. The fit is",
+        "reported apart and amortised per evaluated policy.",
+        "",
+        "| cell / settings | commit | online s | fit s (per policy) | estimate s | ratio | + calibration s |"
+        " sim step ms | choose ms | step / choose | peak MB | Spearman / nRMSE (uncal.) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, e in entries.items():
+        sim = e["estimate"]["simulation"]
+        acc = e["accuracy"]["uncalibrated"] or {}
+        peak = max(e["online"]["peak_mb"], e["estimate"]["peak_mb"], e["calibration"]["peak_mb"])
+        fit = "-" if e["fit_seconds"] is None else f"{e['fit_seconds']:.0f} ({e['fit_seconds_per_policy']:.0f})"
+        lines.append(
+            f"| {key} | {e['commit']} | {e['online']['seconds']:.0f} | {fit} | {e['estimate']['seconds']:.0f} | "
+            f"{e['ratio_estimate_to_online']:.2f} | {e['calibration']['seconds']:.0f} | {sim['step_ms']:.0f} | "
+            f"{sim['choose_ms']:.0f} | {sim['step_over_choose']:.2f} | {peak:.0f} | "
+            f"{acc.get('spearman', float('nan')):.2f} / {acc.get('nrmse', float('nan')):.3f} |"
+        )
+    lines += ["", "## Where a simulated step's time goes (seconds over the family's simulation)", ""]
+    lines += [
+        "| cell / settings | " + " | ".join(SIM_PARTS) + " | projector | tail value |",
+        "|---" * (len(SIM_PARTS) + 3) + "|",
+    ]
+    for key, e in entries.items():
+        parts = e["estimate"]["simulation"]["parts"]
+        lines.append(
+            f"| {key} | "
+            + " | ".join(f"{parts[p]:.1f}" for p in SIM_PARTS)
+            + f" | {e['estimate']['projector_s']:.1f} | {e['estimate']['tail_value_s']:.1f} |"
+        )
+    for key, e in entries.items():
+        lines += ["", f"## Profile of two simulated steps: {key}", "", "| op | self ms | calls |", "|---|---|---|"]
+        lines += [f"| `{r['op']}` | {r['self_ms']} | {r['calls']} |" for r in e["profile_two_steps"]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cell", required=True, help="the cell's name in the results (e.g. builtin)")
+    parser.add_argument("--label", default="current", help="the settings' name in the results (e.g. baseline)")
+    parser.add_argument("overrides", nargs="*", help="the quickstart run's overrides (seed=3 run.root=runs/v3 ...)")
+    args = parser.parse_args()
+    entry = measure(args.overrides, args.cell)
+    stored = read_json(RESULTS) if RESULTS.is_file() else {}
+    stored[f"{args.cell}/{args.label}"] = entry
+    atomic_write_json(RESULTS, stored)
+    atomic_write_text(TABLE, table(stored))
+    print(json.dumps({k: entry[k] for k in ("online", "estimate", "ratio_estimate_to_online")}, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
