@@ -59,13 +59,19 @@ def _peak_mb(reset: bool = False) -> float:
 
 
 def _phase(fn) -> tuple[float, dict, float]:
-    """(wall seconds, recorded sections and counts, peak MB) of fn()."""
+    """(wall seconds, recorded sections and counts, peak resident MB) of fn(); with CUDA, the recorded dict
+    also holds the peak GPU memory allocated (`gpu_peak_mb`)."""
     _peak_mb(reset=True)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
     with costs.recording() as record:
         start = time.perf_counter()
         fn()
         wall = time.perf_counter() - start
-    return wall, record.to_dict(), round(_peak_mb(), 1)
+    out = record.to_dict()
+    if torch.cuda.is_available():
+        out["gpu_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    return wall, out, round(_peak_mb(), 1)
 
 
 def _simulation(record: dict) -> dict:
@@ -135,6 +141,8 @@ def measure(overrides: list[str], cell: str) -> dict:
     return {
         "overrides": overrides,
         "commit": _commit(),
+        "device": torch.cuda.get_device_name() if cfg.evaluate.device.startswith("cuda") else "cpu",
+        "cpu_threads": torch.get_num_threads(),
         "settings": {
             "family": [p.name for p in family],
             "ground_truth_episodes": gcfg.n_episodes,
@@ -151,6 +159,7 @@ def measure(overrides: list[str], cell: str) -> dict:
             "agent_states_read": online["counts"].get("agent/states_read", 0),
             "agent_forward_passes": online["counts"].get("agent/forward_passes", 0),
             "peak_mb": online_mb,
+            "gpu_peak_mb": online.get("gpu_peak_mb"),
         },
         "fit_seconds": fit_s,
         "fit_seconds_per_policy": None if fit_s is None else round(fit_s / len(family), 1),
@@ -161,6 +170,7 @@ def measure(overrides: list[str], cell: str) -> dict:
             "simulation": _simulation(estimate),
             "agent_forward_passes": estimate["counts"].get("agent/forward_passes", 0),
             "peak_mb": estimate_mb,
+            "gpu_peak_mb": estimate.get("gpu_peak_mb"),
             "per_policy_s": {n: results["estimates"][n]["seconds"] for n in results["family"]},
         },
         "calibration": {"seconds": round(calibration_s, 1), "peak_mb": calib_mb},

@@ -46,3 +46,12 @@ def test_evaluation_on_the_device_from_config_equals_the_default(smoke_run, tmp_
     for name in ("iter3_eps0", "iter3_eps1"):
         assert auto[name]["J_hat_sim"] == default[name]["J_hat_sim"]
         assert auto[name]["settings"]["policy"]["device"] == "auto"
+
+
+def test_one_device_key_moves_the_simulator_and_every_agent():
+    cfg = load_config(["device=auto"], "quickstart")
+    agents = [cfg.policy, *cfg.family.off_path, *(b.policy for b in cfg.collect.behaviour)]
+    assert len(agents) >= 3 and {a.device for a in agents} == {"auto"} and cfg.evaluate.device == "auto"
+    assert load_config([], "quickstart").family.off_path[0].device == "cpu"  # unset: each key's own
+    with pytest.raises(ConfigError, match=r"command line: device: expected one of .* got 'gpu'"):
+        load_config(["device=gpu"])

@@ -30,6 +30,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, Interpolation
 
 from adwm.config.schema import AppConfig
 from adwm.runtime.checks import safe_name
+from adwm.runtime.devices import check_device
 
 GROUPS = ("env", "agent", "policy", "collect", "family", "ground_truth", "encoder", "trainer", "logger")
 
@@ -195,6 +196,8 @@ def load_config(overrides: list[str] | None = None, command: str = "config") -> 
         cfg = _merge(cfg, exp_delta, str(exp_file))
     for item in dotlist:
         cfg = _override(cfg, item)
+    if cfg.device:
+        _every_device(cfg, cfg.device)
     try:
         OmegaConf.resolve(cfg)
     except OmegaConfBaseException as err:
@@ -207,6 +210,18 @@ def load_config(overrides: list[str] | None = None, command: str = "config") -> 
     except ValueError as err:
         raise ConfigError(_located(cfg, str(err).splitlines()[0])) from None
     return cfg
+
+
+def _every_device(cfg: DictConfig, device: str) -> None:
+    """`device=<d>`: the simulator and every agent of the run on d (a list entry's device cannot be set
+    from the command line one by one)."""
+    try:
+        check_device(device, "device")
+    except ValueError as err:
+        raise ConfigError(f"command line: {err}") from None
+    cfg.evaluate.device = device
+    for agent in [cfg.policy, *cfg.family.off_path, *cfg.family.optional, *(b.policy for b in cfg.collect.behaviour)]:
+        agent.device = device
 
 
 def _override(cfg: DictConfig, item: str) -> DictConfig:

@@ -87,6 +87,9 @@ class AppConfig:
     # let Hugging Face names of models download (from_pretrained); off: only local folders and files load,
     # and a hub name is refused with a message that says so
     hub: bool = False
+    # every agent's and the simulator's device at once (evaluate.device, policy.device, each family and
+    # behaviour agent's device): cpu, cuda[:k], mps or auto; "" = each key's own. Training: `trainer=gpu`
+    device: str = ""
     run: RunConfig = field(default_factory=RunConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
