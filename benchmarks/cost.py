@@ -105,6 +105,25 @@ def _profile(cfg, wm_path: Path, policy) -> list[dict]:
     return [{"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 1), "calls": e.count} for e in rows]
 
 
+def _memory_by_rollouts(cfg, wm_path: Path) -> dict[str, float]:
+    """Peak resident MB of a uniform policy's simulation (5 steps) at 1x and 4x the rollout batch: what
+    grows with the number of rollouts beyond a batch shows as a difference."""
+    from adwm.policies.config import PolicyConfig
+
+    batch = cfg.evaluate.simulate.batch_size
+    uniform = PolicyConfig(name="uniform", kind="uniform")
+    out = {}
+    for n in (batch, 4 * batch):
+        short = OmegaConf.merge(cfg, {"evaluate": {"simulate": {"horizon": 5, "n_rollouts": n}}})
+        models = evaluate_stage._loaded(short, wm_path)
+
+        def run(short=short, models=models) -> None:
+            evaluate_stage.estimate_policy(short, models["wm"], models["dm"], uniform)
+
+        out[f"rollouts_{n}"] = _phase(run)[2]
+    return out
+
+
 def measure(overrides: list[str], cell: str) -> dict:
     probe = load_config(overrides, "evaluate")
     tmp = Path(tempfile.mkdtemp(prefix="adwm-cost-"))
@@ -129,9 +148,8 @@ def measure(overrides: list[str], cell: str) -> dict:
     if calibration != "none":
         cal_cfg = load_config([*base, f"evaluate.calibration={calibration}"], "evaluate")
         calibration_s, calib, calib_mb = _phase(lambda: evaluate_stage.evaluate(cal_cfg))
-    profile = _profile(
-        cfg, wm_path, next(p for p in family if p.eps == 0) if any(p.eps == 0 for p in family) else family[0]
-    )
+    memory = _memory_by_rollouts(cfg, wm_path)
+    profile = _profile(cfg, wm_path, next((p for p in family if p.eps == 0), family[0]))
 
     results = read_json(Path(cfg.evaluate.out))
     fit_metrics = Path(cfg.run.fit) / "metrics.json"
@@ -180,6 +198,7 @@ def measure(overrides: list[str], cell: str) -> dict:
             "uncalibrated": results.get("metrics_sim"),
             "calibrated": read_json(Path(cfg.evaluate.out)).get("metrics") if calibration != "none" else None,
         },
+        "peak_mb_by_rollouts": memory,
         "profile_two_steps": profile,
         "cell": cell,
     }

@@ -152,14 +152,18 @@ def test_committed_ablation_grid_and_its_sweep_agree():
     spec = load_spec(REPO / "experiments" / "ablations.yaml")
     runs = expand(spec)
     variants = list(spec.axes["variant"])
-    assert variants[0] == "full" and spec.seeds == [0, 1, 2] and len(runs) == 11 * 3
-    assert {"guidance.omega=0", "guidance.eta=0", "guidance.method=resample", "ablation.projector=false"} <= {
-        t for r in runs for t in r.tags
-    }
+    assert variants[0] == "full" and spec.seeds == [0, 1, 2] and len(runs) == 12 * 3
+    assert {
+        "guidance.omega=0",
+        "guidance.eta=0",
+        "guidance.continuation=full",
+        "guidance.method=resample",
+        "ablation.projector=false",
+    } <= {t for r in runs for t in r.tags}
     # the estimator ablations reuse the full method's world model; the swaps fit their own
     fit = {r.labels["variant"]: r.fit_key for r in runs if r.labels["seed"] == 0}
     assert fit["no_action_guidance"] == fit["no_continuation"] == fit["no_projector"] == fit["full"]
-    assert fit["continuation_resample"] == fit["full"]
+    assert fit["continuation_resample"] == fit["continuation_full"] == fit["full"]
     assert fit["world_oracle"] == fit["world_nearest"] == fit["world_stay"] == fit["full"]  # nothing refitted
     assert len({fit[v] for v in ("full", "encoder_minilm", "backbone_transformer", "frozen_encoder")}) == 4
     sweep = OmegaConf.to_container(OmegaConf.load(REPO / "experiments" / "sweeps" / "ablations.yaml"))

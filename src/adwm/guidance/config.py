@@ -26,7 +26,7 @@ class GuidanceConfig:
     # what log C is: "full" = the one-step term (pi_e reads the candidate latent: an agent forward, and a
     # backward for the gradient) plus the tail value; "tail" = the tail value V_alpha alone, which already
     # estimates the logged continuation's log-likelihood under pi_e from z (no agent forward: decisions.md)
-    continuation: str = "full"
+    continuation: str = "tail"
 
     def __post_init__(self) -> None:
         if self.method not in GUIDANCE_METHODS:
