@@ -37,6 +37,7 @@ from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth
 from adwm.runtime import costs
 from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json
+from adwm.simulation.simulate import logged_starts, simulate
 from adwm.stages import evaluate as evaluate_stage
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,11 +97,15 @@ def _simulation(record: dict) -> dict:
 
 
 def _profile(cfg, wm_path: Path, policy) -> list[dict]:
-    """Top ops by self CPU time over two simulated steps of `policy` (its projector is already trained)."""
-    short = OmegaConf.merge(cfg, {"evaluate": {"simulate": {"horizon": 2}}})
-    models = evaluate_stage._loaded(short, wm_path)
+    """Top ops by self CPU time over two simulated steps of `policy` (its projector is already trained;
+    the tail value is fitted before the profile starts)."""
+    models = evaluate_stage._loaded(cfg, wm_path)
+    wm, dm = models["wm"], models["dm"]
+    reader, continuation = evaluate_stage.simulation_inputs(cfg, wm, dm, policy, models["cache"])
+    sim = OmegaConf.to_object(cfg.evaluate).simulate
+    guidance = OmegaConf.to_object(cfg.guidance)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        evaluate_stage.estimate_policy(short, models["wm"], models["dm"], policy, models["cache"])
+        simulate(wm, policy, reader, logged_starts(dm), sim, guidance, cfg.env.gamma, 2, cfg.seed, continuation)
     rows = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:12]
     return [{"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 1), "calls": e.count} for e in rows]
 

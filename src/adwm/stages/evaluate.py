@@ -73,7 +73,29 @@ def _diffusion_returns(
     cfg: DictConfig, ecfg: EvaluateConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig, cache
 ):
     """Rollouts in the learned world model: the agent reads latents (projector, or the nearest logged text)."""
-    guidance, ablation = OmegaConf.to_object(cfg.guidance), OmegaConf.to_object(cfg.ablation)
+    reader, continuation = simulation_inputs(cfg, wm, dm, pcfg, cache)
+    horizon = ecfg.simulate.horizon or cfg.env.max_steps
+    return simulate(
+        wm,
+        pcfg,
+        reader,
+        logged_starts(dm),
+        ecfg.simulate,
+        OmegaConf.to_object(cfg.guidance),
+        cfg.env.gamma,
+        horizon,
+        cfg.seed,
+        continuation,
+        reward_range=logged_reward_range(dm),
+    )
+
+
+def simulation_inputs(
+    cfg: DictConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig, cache: dict | None = None
+) -> tuple[SoftTokenReader | NearestTextReader | None, Continuation | None]:
+    """How the agent reads latents (its projector, trained or reused, or the nearest logged text; None for a
+    policy that never reads its model) and its continuation factor (None when guidance.eta = 0)."""
+    ecfg, guidance, ablation = (OmegaConf.to_object(c) for c in (cfg.evaluate, cfg.guidance, cfg.ablation))
     reader, llm = None, None
     if uses_model(pcfg):
         with costs.section("estimate/projector"):
@@ -87,20 +109,7 @@ def _diffusion_returns(
         with costs.section("estimate/tail_value"):
             tail = fit_tail_value(wm, pcfg, llm, dm, ecfg.tail, cfg.seed, cache) if ecfg.tail.enabled else None
         continuation = Continuation(wm, reader, tail, guidance.continuation)
-    horizon = ecfg.simulate.horizon or cfg.env.max_steps
-    return simulate(
-        wm,
-        pcfg,
-        reader,
-        logged_starts(dm),
-        ecfg.simulate,
-        guidance,
-        cfg.env.gamma,
-        horizon,
-        cfg.seed,
-        continuation,
-        reward_range=logged_reward_range(dm),
-    )
+    return reader, continuation
 
 
 def _text_world_returns(cfg: DictConfig, ecfg: EvaluateConfig, dm: TrajectoryDataModule, pcfg: PolicyConfig):
