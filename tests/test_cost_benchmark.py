@@ -1,0 +1,42 @@
+"""benchmarks/cost.py on the smoke run: the online ground truth and the estimate side by side, every part
+of a simulated step named, the figures consistent with each other and the table made from them."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cost_module():
+    spec = importlib.util.spec_from_file_location("cost_benchmark", REPO / "benchmarks" / "cost.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cost_benchmark_measures_both_sides_and_names_where_the_time_goes(smoke_run, one_thread):
+    cost = _cost_module()
+    entry = cost.measure(["experiment=smoke", f"run.root={smoke_run}"], "smoke")
+    online, estimate = entry["online"], entry["estimate"]
+    family = entry["settings"]["family"]
+    assert online["seconds"] > 0 and online["steps"] > 0
+    # the online agents read one state a step, except the eps share and the never-reading policies
+    assert 0 < online["agent_states_read"] <= online["steps"] and online["agent_forward_passes"] > 0
+    assert online["agent_s"] + online["env_s"] <= online["seconds"]
+    sim = estimate["simulation"]
+    assert set(sim["parts"]) == set(cost.SIM_PARTS) and sim["parts"]["choose"] > 0 and sim["parts"]["denoise"] > 0
+    assert sim["seconds"] == pytest.approx(sum(sim["parts"].values()), abs=0.2)
+    assert sim["seconds"] + estimate["projector_s"] + estimate["tail_value_s"] <= estimate["seconds"] + 0.5
+    assert sim["step_over_choose"] == pytest.approx(sim["seconds"] / sim["parts"]["choose"], rel=0.05)
+    assert sim["agent_states_read"]["choose"] <= sim["rollout_steps"]
+    assert entry["ratio_estimate_to_online"] == pytest.approx(estimate["seconds"] / online["seconds"], rel=0.01)
+    assert sorted(estimate["per_policy_s"]) == sorted(family)
+    assert entry["accuracy"]["uncalibrated"] is not None  # the ground truth it measured is the reference
+    assert all(v > 0 for v in entry["peak_mb_by_rollouts"].values()) and len(entry["peak_mb_by_rollouts"]) == 2
+    assert entry["profile_two_steps"] and all(r["self_ms"] >= 0 for r in entry["profile_two_steps"])
+    text = cost.table({"smoke/test": entry})
+    assert "| smoke/test |" in text and "## Profile of two simulated steps: smoke/test" in text
