@@ -256,10 +256,21 @@ def table(entries: dict) -> str:
             + " | ".join(f"{parts[p]:.1f}" for p in SIM_PARTS)
             + f" | {e['estimate']['projector_s']:.1f} | {e['estimate']['tail_value_s']:.1f} |"
         )
+    lines += ["", "## Commands", ""]
+    for key, e in entries.items():
+        cell, label = key.split("/", 1)
+        lines.append(
+            f"* {key}: `.venv/bin/python benchmarks/cost.py --cell {cell} --label {label} {' '.join(e['overrides'])}`"
+        )
     for key, e in entries.items():
         lines += ["", f"## Profile of two simulated steps: {key}", "", "| op | self ms | calls |", "|---|---|---|"]
         lines += [f"| `{r['op']}` | {r['self_ms']} | {r['calls']} |" for r in e["profile_two_steps"]]
     return "\n".join(lines) + "\n"
+
+
+def write_table() -> None:
+    """docs/results/cost.md from every entry of benchmarks/results/cost.json."""
+    atomic_write_text(TABLE, table(read_json(RESULTS)))
 
 
 def main() -> None:
