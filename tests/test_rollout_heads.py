@@ -94,3 +94,22 @@ def test_refit_settings_are_checked(world):
     wm, dm = world
     with pytest.raises(ValueError, match=r"fit.rollout_heads: passes, steps and batch_size must be at least 1"):
         refit_transition_heads(wm, dm, RolloutHeadsConfig(passes=0), 0.95, 0)
+
+
+def test_snapped_replays_give_the_heads_logged_latents_and_need_a_bank(tmp_path):
+    dm, wm = uniform_log_world_model(tmp_path, 16, 6, 0.25, 2)
+    wm.eval()
+    episodes = episodes_of(dm.train_items)
+    with pytest.raises(RuntimeError, match=r"fit.rollout_heads.snap=true: the world model has no bank"):
+        replay_open_loop(wm, dm, episodes, torch.Generator().manual_seed(0), snap=True)
+    texts, admissible = dm.admissible_states("train")
+    wm.build_proposal_bank(texts, admissible)
+    bank = wm.proposal_bank.latents.flatten(1)
+
+    def gap(data):  # each replayed latent's largest coordinate difference from the closest logged one
+        return (data.z_next.flatten(1)[:, None, :].to(bank.dtype) - bank[None]).abs().amax(-1).min(1).values
+
+    snapped = replay_open_loop(wm, dm, episodes, torch.Generator().manual_seed(0), snap=True)
+    plain = replay_open_loop(wm, dm, episodes, torch.Generator().manual_seed(0))
+    assert (gap(snapped) < 1e-5).all() and (gap(plain) > 1e-3).float().mean() > 0.5
+    assert snapped.reward.numel() == plain.reward.numel() == len(dm.train_items)

@@ -56,18 +56,27 @@ def replay_open_loop(
     episodes: list[list[dict]],
     generator: torch.Generator,
     batch_size: int = 512,
+    snap: bool = False,
 ) -> Replayed:
     """Replays episodes from their logged first observation with their logged actions through the
-    world model's sampler (no agent, no guidance)."""
+    world model's sampler (no agent, no guidance); with `snap`, each sampled latent is replaced by the
+    nearest logged one before the history reads it, as simulation does (evaluate.simulate.snap)."""
+    if snap and wm.proposal_bank is None:
+        raise RuntimeError("fit.rollout_heads.snap=true: the world model has no bank of logged latents to snap to")
     parts = [
-        _replay_batch(wm, dm, episodes[i : i + batch_size], generator, first=i)
+        _replay_batch(wm, dm, episodes[i : i + batch_size], generator, first=i, snap=snap)
         for i in range(0, len(episodes), batch_size)
     ]
     return Replayed(**{k: torch.cat([p[k] for p in parts]) for k in parts[0]})
 
 
 def _replay_batch(
-    wm: WorldModel, dm: TrajectoryDataModule, episodes: list[list[dict]], generator: torch.Generator, first: int
+    wm: WorldModel,
+    dm: TrajectoryDataModule,
+    episodes: list[list[dict]],
+    generator: torch.Generator,
+    first: int,
+    snap: bool = False,
 ) -> dict:
     vocab = wm.vocab_embeddings()
     window = Window.start(
@@ -82,6 +91,9 @@ def _replay_batch(
         a = vocab[torch.tensor([e[min(t, len(e) - 1)]["action"] for e in episodes])]
         c = window.context(wm)
         z_next = wm.sample_next(c, a, generator)
+        if snap:
+            bank = wm.proposal_bank
+            z_next = bank.latents[bank.nearest(z_next)].view_as(z_next).to(z_next.device)
         rows["z_next"].append(z_next[live])
         rows["c"].append(c[live])
         rows["a"].append(a[live])
@@ -125,10 +137,10 @@ def refit_transition_heads(
         chosen = train_eps
         if len(train_eps) > cfg.max_episodes:
             chosen = [train_eps[i] for i in rng.choice(len(train_eps), cfg.max_episodes, replace=False)]
-        parts.append(replay_open_loop(wm, dm, chosen, gen))
+        parts.append(replay_open_loop(wm, dm, chosen, gen, snap=cfg.snap))
     data = Replayed(*(torch.cat([getattr(p, f) for p in parts]) for f in Replayed.__dataclass_fields__))
     val_eps = episodes_of(dm.val_items)
-    held_out = replay_open_loop(wm, dm, val_eps, gen) if val_eps else None
+    held_out = replay_open_loop(wm, dm, val_eps, gen, snap=cfg.snap) if val_eps else None
     metrics = {}
     if held_out is not None:
         metrics.update({f"rollout_heads/before_{k}": v for k, v in replay_returns(wm, held_out, gamma).items()})
