@@ -86,9 +86,9 @@ class RolloutHeadsConfig:
     batch_size: int = 256
     lr: float = 1e-3
     max_episodes: int = 2000  # training episodes replayed per pass (a random subset above this)
-    # each replayed latent snapped to the nearest logged one, so the heads train on what simulation feeds
-    # them with evaluate.simulate.snap=true (decisions.md: heads on snapped replays)
-    snap: bool = False
+    # each replayed latent snapped to the nearest logged one (where the fit built a bank of them), so the
+    # heads train on what simulation feeds them with evaluate.simulate.snap=true (decisions.md)
+    snap: bool = True
 
     def __post_init__(self) -> None:
         if self.passes < 1 or self.steps < 1 or self.batch_size < 1:

@@ -131,16 +131,17 @@ def refit_transition_heads(
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     wm.eval()
+    snap = cfg.snap and wm.proposal_bank is not None  # a log without lists or written actions has no bank
     train_eps = episodes_of(dm.train_items)
     parts = []
     for _ in range(cfg.passes):
         chosen = train_eps
         if len(train_eps) > cfg.max_episodes:
             chosen = [train_eps[i] for i in rng.choice(len(train_eps), cfg.max_episodes, replace=False)]
-        parts.append(replay_open_loop(wm, dm, chosen, gen, snap=cfg.snap))
+        parts.append(replay_open_loop(wm, dm, chosen, gen, snap=snap))
     data = Replayed(*(torch.cat([getattr(p, f) for p in parts]) for f in Replayed.__dataclass_fields__))
     val_eps = episodes_of(dm.val_items)
-    held_out = replay_open_loop(wm, dm, val_eps, gen, snap=cfg.snap) if val_eps else None
+    held_out = replay_open_loop(wm, dm, val_eps, gen, snap=snap) if val_eps else None
     metrics = {}
     if held_out is not None:
         metrics.update({f"rollout_heads/before_{k}": v for k, v in replay_returns(wm, held_out, gamma).items()})
