@@ -47,6 +47,7 @@ def test_grid_shares_stages_between_runs_that_differ_only_in_the_estimator(tmp_p
     assert [r.overrides for r in other] == [r.overrides for r in runs]  # keys do not depend on the run folder
 
 
+@pytest.mark.slow  # ~45 s: several smoke main jobs; in the CI selection
 def test_grid_kill_and_rerun_completes_only_the_missing_runs(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)  # the grid's own logger.mode=disabled must keep W&B off
     spec = _grid_file(tmp_path, logger=", logger=wandb, logger.mode=disabled")
@@ -111,6 +112,7 @@ def test_missing_grid_file(capsys, tmp_path):
     assert "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # ~55 s: two cells of smoke main jobs; in the CI selection
 def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
     out = tmp_path / "bench"
     cells = "benchmark.cells=[{name: a}, {name: b, overrides: ['family.eps=[0.0,1.0]']}]"
