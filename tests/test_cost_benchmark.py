@@ -27,13 +27,13 @@ def test_cost_benchmark_measures_both_sides_and_names_where_the_time_goes(smoke_
     assert online["seconds"] > 0 and online["steps"] > 0
     # the online agents read one state a step, except the eps share and the never-reading policies
     assert 0 < online["agent_states_read"] <= online["steps"] and online["agent_forward_passes"] > 0
-    assert online["agent_s"] + online["env_s"] <= online["seconds"]
+    assert online["agent_s"] + online["env_s"] <= online["seconds"] + 0.15  # each rounded to 0.1 s
     sim = estimate["simulation"]
     assert set(sim["parts"]) == set(cost.SIM_PARTS) and sim["parts"]["choose"] > 0 and sim["parts"]["denoise"] > 0
-    assert sim["seconds"] == pytest.approx(sum(sim["parts"].values()), abs=0.2)
+    assert sim["seconds"] == pytest.approx(sum(sim["parts"].values()), abs=0.3)
     assert sim["seconds"] + estimate["projector_s"] + estimate["tail_value_s"] <= estimate["seconds"] + 0.5
     assert sim["step_over_choose"] >= 1  # a simulated step includes the agent's choice
-    assert sim["step_over_choose"] == pytest.approx(sim["step_ms"] / sim["choose_ms"], rel=0.05)
+    assert sim["step_over_choose"] == pytest.approx(sim["step_ms"] / sim["choose_ms"], rel=0.2)  # ms rounded to 0.1
     assert sim["agent_states_read"]["choose"] <= sim["rollout_steps"]
     assert entry["ratio_estimate_to_online"] == pytest.approx(estimate["seconds"] / online["seconds"], rel=0.01)
     assert sorted(estimate["per_policy_s"]) == sorted(family)
