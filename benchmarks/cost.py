@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth
 from adwm.runtime import costs
 from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json
+from adwm.runtime.provenance import commit
 from adwm.simulation.simulate import logged_starts, simulate
 from adwm.stages import evaluate as evaluate_stage
 
@@ -163,7 +163,7 @@ def measure(overrides: list[str], cell: str) -> dict:
     projector_s, tail_s = sec.get("estimate/projector", 0.0), sec.get("estimate/tail_value", 0.0)
     return {
         "overrides": overrides,
-        "commit": _commit(),
+        "commit": (commit() or "unknown")[:7],
         "device": torch.cuda.get_device_name() if cfg.evaluate.device.startswith("cuda") else "cpu",
         "cpu_threads": torch.get_num_threads(),
         "settings": {
@@ -201,21 +201,12 @@ def measure(overrides: list[str], cell: str) -> dict:
         "ratio_with_calibration_to_online": round((estimate_s + calibration_s) / online_s, 3),
         "accuracy": {
             "uncalibrated": results.get("metrics_sim"),
-            "calibrated": read_json(Path(cfg.evaluate.out)).get("metrics") if calibration != "none" else None,
+            "calibrated": results.get("metrics") if calibration != "none" else None,
         },
         "peak_mb_by_rollouts": memory,
         "profile_two_steps": profile,
         "cell": cell,
     }
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-        ).stdout.strip()
-    except OSError:
-        return "unknown"
 
 
 def table(entries: dict) -> str:
