@@ -133,6 +133,16 @@ class TrajectoryDataModule(L.LightningDataModule):
                 seen.setdefault(x["history_obs"][-1], x["admissible"])
         return [self.observations[o] for o in seen], list(seen.values())
 
+    def arrivals(self, states: list[str], split: str = "train") -> list[list[int]]:
+        """For each observation text in `states`, the ids of the split's logged actions whose transitions
+        led to it (empty for a first observation that no action led to)."""
+        items = {"train": self.train_items, "val": self.val_items}[split]
+        led: dict[int, set[int]] = {}
+        for x in items:
+            led.setdefault(x["next_obs"], set()).add(x["action"])
+        index = {text: i for i, text in enumerate(self.observations)}
+        return [sorted(led.get(index[s], ())) for s in states]
+
     @property
     def free_form(self) -> bool:
         """Whether no logged step has an admissible list (agents that write their actions)."""

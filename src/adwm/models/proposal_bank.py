@@ -3,6 +3,10 @@
 The fallback of the learned proposal head (and its own `world_model.proposal=retrieval` mode):
 it can only return sets that were really admissible somewhere in the logs, which keeps an
 eps-greedy agent's random branch on real actions where the head is unsure.
+
+The bank is also what simulation snaps sampled latents to. It records, per logged state, the actions
+whose logged transitions arrived there, so a snap can keep to the states the chosen action led to in
+the log (`nearest(z, actions)`; decisions.md: snapping by action).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ class ProposalBank:
         offsets: torch.Tensor,
         n_actions: int,
         texts: list[str] | None = None,
+        arrivals: torch.Tensor | None = None,
     ) -> None:
         if latents.size(0) == 0:
             raise ValueError("proposal bank: no logged state with an admissible list to retrieve from")
@@ -27,31 +32,70 @@ class ProposalBank:
             raise ValueError(f"proposal bank: {latents.size(0)} latents but {offsets.numel() - 1} admissible lists")
         if texts is not None and len(texts) != latents.size(0):
             raise ValueError(f"proposal bank: {latents.size(0)} latents but {len(texts)} texts")
+        if arrivals is not None and tuple(arrivals.shape) != (latents.size(0), n_actions):
+            raise ValueError(
+                f"proposal bank: arrivals of shape {tuple(arrivals.shape)}, expected ({latents.size(0)}, {n_actions})"
+            )
         self.latents, self.ids, self.offsets, self.n_actions = latents, ids, offsets, n_actions
         self.texts = texts  # the logged observations, for readers that need text (the no-projector ablation)
         # dense multi-hot once: lookups are then a single gather (N x V bools, ~8 MB for 30k x 262)
         rows = torch.repeat_interleave(torch.arange(latents.size(0)), offsets.diff())
         self.sets = torch.zeros(latents.size(0), n_actions, dtype=torch.bool)
         self.sets[rows, ids] = True
+        # (N, V) bools: which logged actions led to each state (None: a bank saved without them)
+        self.arrivals = None if arrivals is None else arrivals.bool()
 
     @classmethod
     def build(
-        cls, latents: torch.Tensor, admissible: list[list[int]], n_actions: int, texts: list[str] | None = None
+        cls,
+        latents: torch.Tensor,
+        admissible: list[list[int]],
+        n_actions: int,
+        texts: list[str] | None = None,
+        arrivals: list[list[int]] | None = None,
     ) -> ProposalBank:
+        """`arrivals[i]`: the ids of the logged actions whose transitions led to state i."""
         ids = torch.tensor([a for adm in admissible for a in adm], dtype=torch.long)
         offsets = torch.tensor([0] + [len(adm) for adm in admissible]).cumsum(0)
-        return cls(latents.detach().float().cpu(), ids, offsets, n_actions, texts)
+        arrived = None
+        if arrivals is not None:
+            if len(arrivals) != len(admissible):
+                raise ValueError(f"proposal bank: {len(admissible)} states but {len(arrivals)} arrival lists")
+            arrived = torch.zeros(len(arrivals), n_actions, dtype=torch.bool)
+            rows = torch.repeat_interleave(torch.arange(len(arrivals)), torch.tensor([len(a) for a in arrivals]))
+            arrived[rows, torch.tensor([a for arr in arrivals for a in arr], dtype=torch.long)] = True
+        return cls(latents.detach().float().cpu(), ids, offsets, n_actions, texts, arrived)
 
-    def nearest(self, z: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
-        """Index of the nearest bank latent (Euclidean) for each row of z (B, ...) -> (B,)."""
+    def nearest(self, z: torch.Tensor, actions: torch.Tensor | None = None, chunk: int = 8192) -> torch.Tensor:
+        """Index of the nearest bank latent (Euclidean) for each row of z (B, ...) -> (B,).
+
+        With `actions` (B,) vocabulary ids (-1: none), row b keeps to the states that a logged transition by
+        action b arrived at, where there is one; elsewhere (a terminal or unlogged action, a bank without
+        arrivals) every state competes."""
         q = z.detach().flatten(1).float().cpu()
+        keep = None
+        if actions is not None and self.arrivals is not None:
+            act = actions.detach().cpu().long()
+            known = act >= 0
+            keep = torch.zeros(q.size(0), self.latents.size(0), dtype=torch.bool)  # (B, N)
+            keep[known] = self.arrivals[:, act[known]].T
+            keep[~keep.any(-1)] = True
         best_d = torch.full((q.size(0),), float("inf"))
         best_i = torch.zeros(q.size(0), dtype=torch.long)
         for start in range(0, self.latents.size(0), chunk):
-            d, i = torch.cdist(q, self.latents[start : start + chunk]).min(-1)
+            d = torch.cdist(q, self.latents[start : start + chunk])
+            if keep is not None:
+                d = d.masked_fill(~keep[:, start : start + chunk], float("inf"))
+            d, i = d.min(-1)
             better = d < best_d
             best_d, best_i = torch.where(better, d, best_d), torch.where(better, i + start, best_i)
         return best_i
+
+    def snap(self, z: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each latent of z (B, L, d) replaced by its nearest bank latent (`nearest`, keeping to the
+        states each action led to when `actions` is given) -> (snapped (B, L, d) on z's device, indices (B,))."""
+        index = self.nearest(z, actions)
+        return self.latents[index].view_as(z).to(z.device), index
 
     def lookup(self, z: torch.Tensor) -> torch.Tensor:
         """Admissible multi-hot (B, V) of the nearest logged state of each latent."""
@@ -64,8 +108,17 @@ class ProposalBank:
             "offsets": self.offsets,
             "n_actions": self.n_actions,
             "texts": self.texts,
+            "arrivals": self.arrivals,
         }
 
     @classmethod
     def from_state_dict(cls, state: dict) -> ProposalBank:
-        return cls(state["latents"], state["ids"], state["offsets"], state["n_actions"], state.get("texts"))
+        return cls(
+            state["latents"], state["ids"], state["offsets"], state["n_actions"], state.get("texts"), state.get("arrivals")
+        )
+
+
+def action_ids(vocabulary: list[str], actions: list[str]) -> torch.Tensor:
+    """Vocabulary index (B,) of each action text; -1 for an action outside the vocabulary."""
+    index = {a: i for i, a in enumerate(vocabulary)}
+    return torch.tensor([index.get(a, -1) for a in actions], dtype=torch.long)

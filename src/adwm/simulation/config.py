@@ -25,6 +25,9 @@ class SimulateConfig:
     # each sampled latent replaced by the nearest logged one, so the agent, the heads and the next history read
     # only latents of real observations (sampled ones drift off them; decisions.md: snapping)
     snap: bool = True
+    # the snap keeps to the logged states that the chosen action led to in the log (where it led anywhere):
+    # the sample picks among the action's logged outcomes (decisions.md: snapping by action)
+    snap_by_action: bool = True
     max_candidates: int = 64  # cap on a simulated candidate set (0 = none); logged builtin lists hold <= 20
     # simulated rewards clipped to the logged range: the reward head is a regression that extrapolates on
     # latents unlike the logged ones (decisions.md: reward clipping)

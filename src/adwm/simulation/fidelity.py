@@ -20,6 +20,7 @@ import torch
 
 from adwm.data.schema import Episode
 from adwm.models.history import Window
+from adwm.models.proposal_bank import action_ids
 from adwm.simulation.worlds import LoggedStart, LoggedWorld
 
 KS = (1, 5, 10)
@@ -38,9 +39,11 @@ def replay_fidelity(
     gamma: float,
     seed: int,
     ks: Sequence[int] = KS,
+    by_action: bool = True,
 ) -> dict[str, float]:
     """`fidelity/...` metrics of world model `wm` (a fitted `WorldModelModule` with its bank of logged
-    states) on `episodes` (held out), with the controls built from `train_episodes`."""
+    states) on `episodes` (held out), with the controls built from `train_episodes`. `by_action`: the snap
+    keeps to the logged states the action led to (evaluate.simulate.snap_by_action)."""
     if not episodes:
         return {}
     if wm.proposal_bank is None or wm.proposal_bank.texts is None:
@@ -59,8 +62,8 @@ def replay_fidelity(
         a = wm.embed_actions(actions)
         c = window.context(wm)
         z_next = wm.sampler.sample(lambda x, tt, c=c, a=a: wm.eps(x, tt, c, a), tuple(z.shape), gen, z.device)
-        nearest = wm.proposal_bank.nearest(z_next)
-        z_next = wm.proposal_bank.latents[nearest].view_as(z_next).to(z.device)  # snapped, as in simulation
+        ids = action_ids(wm.actions, actions) if by_action else None
+        z_next, nearest = wm.proposal_bank.snap(z_next, ids)  # snapped, as in simulation
         reward, done_logit = wm.heads.transition(z_next, c, a)
         mask = torch.zeros(b, dtype=torch.float64)
         mask[live] = 1.0

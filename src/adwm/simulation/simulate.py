@@ -23,6 +23,7 @@ from adwm.guidance.config import GuidanceConfig
 from adwm.guidance.continuation import Continuation
 from adwm.guidance.resample import tilted_pick
 from adwm.models.history import Window
+from adwm.models.proposal_bank import action_ids
 from adwm.models.world_model.protocol import WorldModel
 from adwm.policies.config import PolicyConfig
 from adwm.policies.sampling import action_log_probs, uses_model
@@ -115,14 +116,17 @@ def simulation_sampler(wm: WorldModel, steps: int) -> DiffusionSampler:
     return DiffusionSampler(replace(own, steps=steps))
 
 
-def _transition(wm, z_next, c, a, gen, cfg: SimulateConfig, reward_range) -> tuple[torch.Tensor, torch.Tensor]:
-    """Snap z_{t+1} to the nearest logged latent (`cfg.snap`), then the reward (clipped to the logged range)
-    and termination draws of the heads -> (z_next, reward, done)."""
+def _transition(
+    wm, z_next, c, a, ids, gen, cfg: SimulateConfig, reward_range
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Snap z_{t+1} to the nearest logged latent (`cfg.snap`; among the states the chosen actions `ids` led
+    to in the log with `cfg.snap_by_action`), then the reward (clipped to the logged range) and termination
+    draws of the heads -> (z_next, reward, done)."""
     if cfg.snap:
         if wm.proposal_bank is None:
             raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
         with costs.section("simulate/retrieval"):
-            z_next = wm.proposal_bank.latents[wm.proposal_bank.nearest(z_next)].view_as(z_next).to(z_next.device)
+            z_next, _ = wm.proposal_bank.snap(z_next, ids if cfg.snap_by_action else None)
     with costs.section("simulate/heads"):
         reward, done_logit = wm.heads.transition(z_next, c, a)
     if cfg.clip_rewards and reward_range is not None:
@@ -190,8 +194,11 @@ def _rollout_batch(
                 written = _written_actions(wm, policy, reader, z[live], texts, [rngs[i] for i in live])
                 a = torch.zeros(b, vocab.size(1), device=z.device)
                 a[live] = wm.embed_actions(written)
+                ids = torch.full((b,), -1, dtype=torch.long)
+                ids[live] = action_ids(wm.actions, written)
             else:
-                a = vocab[_chosen(wm, policy, reader, z, tasks, cand, live, gen)]  # (B, d_a)
+                ids = _chosen(wm, policy, reader, z, tasks, cand, live, gen)  # (B,) vocabulary indices
+                a = vocab[ids]  # (B, d_a)
         # (2) guided denoising of z_{t+1}: Theorem 1's tilt by importance resampling, or the gradient step
         tilt = continuation is not None and bool(guided) and cand is not None
         if tilt and guidance.method == "resample":
@@ -211,7 +218,7 @@ def _rollout_batch(
             with costs.section("simulate/denoise"):
                 z_raw = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
         # (3) snapped, then the reward and termination heads
-        z_next, reward, done = _transition(wm, z_raw, c, a, gen, cfg, reward_range)
+        z_next, reward, done = _transition(wm, z_raw, c, a, ids, gen, cfg, reward_range)
         ret += alive.double() * gamma**t * reward.double()
         alive &= ~done
         step(1)

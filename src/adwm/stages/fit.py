@@ -254,10 +254,10 @@ def _fit(cfg: DictConfig) -> Path:
     if dm.free_form:  # agents wrote their actions: a bank of the logged states (snapping, text reading), no lists
         module.eval()
         states = dm.logged_states("train")
-        module.build_proposal_bank(states, [[] for _ in states])
+        module.build_proposal_bank(states, [[] for _ in states], dm.arrivals(states))
     elif texts:  # environments without admissible lists have no bank: the head alone proposes
         module.eval()
-        module.build_proposal_bank(texts, admissible)
+        module.build_proposal_bank(texts, admissible, dm.arrivals(texts))
         calib = np.random.default_rng(cfg.seed).permutation(len(texts))[:4000]  # a sample keeps this seconds
         module.calibrate_proposal([texts[i] for i in calib], [admissible[i] for i in calib])
         loader = dm.train_dataloader()
@@ -270,7 +270,10 @@ def _fit(cfg: DictConfig) -> Path:
         module.eval()
         held = dm.val_episodes[: fcfg.fidelity_episodes]
         key = state_key(cfg.env.name)
-        metrics.update(replay_fidelity(module, held, dm.train_episodes, key, cfg.env.gamma, cfg.seed))
+        by_action = fcfg.rollout_heads.snap_by_action
+        metrics.update(
+            replay_fidelity(module, held, dm.train_episodes, key, cfg.env.gamma, cfg.seed, by_action=by_action)
+        )
     if evaluator is not None:  # the fit-end estimate, on the finished world model (refitted heads, bank)
         evaluator.run(trainer, module, "final")
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("rollout/")})

@@ -12,9 +12,14 @@ from adwm.models.world_model.config import PROPOSALS
 class CandidatesMixin:
     """Candidate-set methods of `WorldModelModule` (it holds `heads`, `proposal_bank`, the thresholds)."""
 
-    def build_proposal_bank(self, texts: list[str], admissible: list[list[int]]) -> None:
-        """Index logged states (texts, admissible action ids) for nearest-state retrieval."""
-        self.proposal_bank = ProposalBank.build(self.encode(texts).flatten(1), admissible, len(self.actions), texts)
+    def build_proposal_bank(
+        self, texts: list[str], admissible: list[list[int]], arrivals: list[list[int]] | None = None
+    ) -> None:
+        """Index logged states (texts, admissible action ids, the action ids that led to them) for
+        nearest-state retrieval and snapping."""
+        self.proposal_bank = ProposalBank.build(
+            self.encode(texts).flatten(1), admissible, len(self.actions), texts, arrivals
+        )
 
     @torch.no_grad()
     def calibrate_proposal(self, texts: list[str], admissible: list[list[int]]) -> float:

@@ -89,6 +89,7 @@ class RolloutHeadsConfig:
     # each replayed latent snapped to the nearest logged one (where the fit built a bank of them), so the
     # heads train on what simulation feeds them with evaluate.simulate.snap=true (decisions.md)
     snap: bool = True
+    snap_by_action: bool = True  # among the states the logged action led to, as evaluate.simulate.snap_by_action
 
     def __post_init__(self) -> None:
         if self.passes < 1 or self.steps < 1 or self.batch_size < 1:

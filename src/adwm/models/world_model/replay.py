@@ -57,14 +57,16 @@ def replay_open_loop(
     generator: torch.Generator,
     batch_size: int = 512,
     snap: bool = False,
+    by_action: bool = False,
 ) -> Replayed:
     """Replays episodes from their logged first observation with their logged actions through the
     world model's sampler (no agent, no guidance); with `snap`, each sampled latent is replaced by the
-    nearest logged one before the history reads it, as simulation does (evaluate.simulate.snap)."""
+    nearest logged one before the history reads it, as simulation does (evaluate.simulate.snap; with
+    `by_action`, among the logged states the logged action led to: evaluate.simulate.snap_by_action)."""
     if snap and wm.proposal_bank is None:
         raise RuntimeError("fit.rollout_heads.snap=true: the world model has no bank of logged latents to snap to")
     parts = [
-        _replay_batch(wm, dm, episodes[i : i + batch_size], generator, first=i, snap=snap)
+        _replay_batch(wm, dm, episodes[i : i + batch_size], generator, first=i, snap=snap, by_action=by_action)
         for i in range(0, len(episodes), batch_size)
     ]
     return Replayed(**{k: torch.cat([p[k] for p in parts]) for k in parts[0]})
@@ -77,6 +79,7 @@ def _replay_batch(
     generator: torch.Generator,
     first: int,
     snap: bool = False,
+    by_action: bool = False,
 ) -> dict:
     vocab = wm.vocab_embeddings()
     window = Window.start(
@@ -88,12 +91,12 @@ def _replay_batch(
     rows: dict[str, list[torch.Tensor]] = {k: [] for k in ("z_next", "c", "a", "reward", "done", "episode", "t")}
     for t in range(max(len(e) for e in episodes)):
         live = torch.tensor([t < len(e) for e in episodes])
-        a = vocab[torch.tensor([e[min(t, len(e) - 1)]["action"] for e in episodes])]
+        ids = torch.tensor([e[min(t, len(e) - 1)]["action"] for e in episodes])
+        a = vocab[ids]
         c = window.context(wm)
         z_next = wm.sample_next(c, a, generator)
         if snap:
-            bank = wm.proposal_bank
-            z_next = bank.latents[bank.nearest(z_next)].view_as(z_next).to(z_next.device)
+            z_next, _ = wm.proposal_bank.snap(z_next, ids if by_action else None)
         rows["z_next"].append(z_next[live])
         rows["c"].append(c[live])
         rows["a"].append(a[live])
@@ -138,10 +141,10 @@ def refit_transition_heads(
         chosen = train_eps
         if len(train_eps) > cfg.max_episodes:
             chosen = [train_eps[i] for i in rng.choice(len(train_eps), cfg.max_episodes, replace=False)]
-        parts.append(replay_open_loop(wm, dm, chosen, gen, snap=snap))
+        parts.append(replay_open_loop(wm, dm, chosen, gen, snap=snap, by_action=cfg.snap_by_action))
     data = Replayed(*(torch.cat([getattr(p, f) for p in parts]) for f in Replayed.__dataclass_fields__))
     val_eps = episodes_of(dm.val_items)
-    held_out = replay_open_loop(wm, dm, val_eps, gen, snap=snap) if val_eps else None
+    held_out = replay_open_loop(wm, dm, val_eps, gen, snap=snap, by_action=cfg.snap_by_action) if val_eps else None
     metrics = {}
     if held_out is not None:
         metrics.update({f"rollout_heads/before_{k}": v for k, v in replay_returns(wm, held_out, gamma).items()})
