@@ -113,3 +113,20 @@ def test_snapped_replays_give_the_heads_logged_latents_and_need_a_bank(tmp_path)
     plain = replay_open_loop(wm, dm, episodes, torch.Generator().manual_seed(0))
     assert (gap(snapped) < 1e-5).all() and (gap(plain) > 1e-3).float().mean() > 0.5
     assert snapped.reward.numel() == plain.reward.numel() == len(dm.train_items)
+
+
+def test_replays_snapped_by_action_land_on_states_the_logged_action_led_to(tmp_path):
+    dm, wm = uniform_log_world_model(tmp_path, 16, 6, 0.25, 2)
+    wm.eval()
+    texts, admissible = dm.admissible_states("train")
+    wm.build_proposal_bank(texts, admissible, dm.arrivals(texts))
+    bank = wm.proposal_bank
+    episodes = episodes_of(dm.train_items)
+    data = replay_open_loop(wm, dm, episodes, torch.Generator().manual_seed(0), snap=True, by_action=True)
+    index = bank.nearest(data.z_next)  # each replayed latent is a bank latent: this is its own index
+    assert torch.equal(bank.latents[index].view_as(data.z_next), data.z_next.cpu())
+    vocab = wm.vocab_embeddings()
+    ids = torch.cdist(data.a, vocab).argmin(-1)  # the logged action of each replayed row
+    led = bank.arrivals[:, ids].T.any(-1)  # the action led to some logged state
+    assert led.float().mean() > 0.5
+    assert bank.arrivals[index[led], ids[led]].all()  # and the snap kept to those states

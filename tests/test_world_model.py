@@ -399,6 +399,40 @@ def test_proposal_bank_returns_the_nearest_logged_set():
         ProposalBank.build(torch.zeros(0, 2), [], 4)
 
 
+def test_snapping_by_action_keeps_to_the_states_the_action_led_to():
+    from adwm.models.proposal_bank import ProposalBank, action_ids
+
+    latents = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 5.0]])
+    # state 0 is a start (no action led to it); action 0 led to state 1, actions 1 and 2 to state 2
+    bank = ProposalBank.build(latents, [[0], [1], [2]], 4, arrivals=[[], [0], [1, 2]])
+    query = torch.tensor([[0.0, 4.0], [1.0, 0.1], [0.0, 0.1], [0.0, 0.1], [0.0, 0.1]])
+    assert bank.nearest(query).tolist() == [2, 1, 0, 0, 0]  # no actions: the plain nearest state
+    # action 0 -> only state 1; action 1 -> state 2; action 3 led nowhere and -1 is unknown: every state competes
+    got = bank.nearest(query, torch.tensor([0, 1, 2, 3, -1]), chunk=2)
+    assert got.tolist() == [1, 2, 2, 0, 0]
+    snapped, index = bank.snap(query.view(5, 1, 2), torch.tensor([0, 1, 2, 3, -1]))
+    assert snapped.shape == (5, 1, 2) and torch.equal(snapped.view(5, 2), latents[index])
+    again = ProposalBank.from_state_dict(bank.state_dict())  # the arrivals are saved with the bank
+    assert torch.equal(again.nearest(query, torch.tensor([0, 1, 2, 3, -1])), got)
+    old = {k: v for k, v in bank.state_dict().items() if k != "arrivals"}  # a bank saved before arrivals
+    assert ProposalBank.from_state_dict(old).nearest(query, torch.tensor([0, 1, 2, 3, -1])).tolist() == [2, 1, 0, 0, 0]
+    assert action_ids(["go", "take"], ["take", "jump", "go"]).tolist() == [1, -1, 0]
+    with pytest.raises(ValueError, match="3 states but 2 arrival lists"):
+        ProposalBank.build(latents, [[0], [1], [2]], 4, arrivals=[[], [0]])
+
+
+def test_the_bank_of_a_fit_records_the_logged_actions_that_led_to_each_state(dm):
+    texts, admissible = dm.admissible_states("train")
+    arrivals = dm.arrivals(texts)
+    led: dict[str, set[str]] = {}  # from the episodes themselves, not the items
+    for ep in dm.train_episodes:
+        for step, nxt in zip(ep.steps, [*ep.steps[1:], None]):
+            if nxt is not None and step.action.strip():
+                led.setdefault(nxt.observation, set()).add(step.action)
+    assert [{dm.actions[a] for a in arr} for arr in arrivals] == [led.get(t, set()) for t in texts]
+    assert any(arrivals) and not all(arrivals)  # first observations of the logged episodes: no action led there
+
+
 def test_proposal_modes_fall_back_to_retrieval_and_the_bank_is_saved(dm, tmp_path):
     wm = make(dm).eval()
     texts, admissible = dm.admissible_states("train")
