@@ -19,6 +19,11 @@ class OPEConfig:
     fqe_iterations: int = 0  # 0: until converged (at most the longest episode + 50 backups)
     max_episodes: int = 0  # 0: every logged episode; else the first N (bounds scoring time on long logs)
     written_samples: int = 4  # writing (generate-mode) agents: actions written per logged state for E_pi[Q]
+    # `<name>_est` beside each importance-weighted baseline: its weights from a behaviour policy estimated on
+    # the log (ope/behaviour.py), the only weights a log without behaviour probabilities allows
+    estimated_behaviour: bool = True
+    behaviour_l2: float = 1.0  # the estimated behaviour model's L2 penalty (not scaled with the log's size)
+    behaviour_iterations: int = 200  # its L-BFGS iterations
     ci_resamples: int = 2000  # bootstrap resamples per estimate (unit: logged episode)
     ci_level: float = 0.95
     log: str = "${data.log}"
@@ -35,6 +40,11 @@ class OPEConfig:
             raise ValueError("ope.ci_resamples must be >= 1 and ope.max_episodes >= 0")
         if self.written_samples < 1:
             raise ValueError(f"ope.written_samples: expected >= 1, got {self.written_samples}")
+        if not self.behaviour_l2 > 0 or self.behaviour_iterations < 1:
+            raise ValueError(
+                f"ope.behaviour_l2 and ope.behaviour_iterations: expected > 0 and >= 1, got {self.behaviour_l2}, "
+                f"{self.behaviour_iterations}"
+            )
         if self.ridge < 0 or self.fqe_iterations < 0:
             raise ValueError("ope.ridge and ope.fqe_iterations: expected >= 0")
         build_estimators(self.estimators, self.clip)  # unknown names and caps fail here

@@ -195,20 +195,22 @@ def ope_data(
     log_pi: np.ndarray,
     gamma: float,
     identical: set[str] = frozenset(),
+    behaviour: np.ndarray | None = None,
 ) -> OPEData:
     """Padded arrays (absorbing padding) with log pi_e - log pi_b of each logged action (`log_pi`, flat in
     episode-major step order); NaN where the log has no behaviour log-probability. Episodes logged by a
     policy named in `identical` (the evaluated policy itself under another name) get ratio exactly 1, not
-    1 up to the float noise of batched scoring."""
+    1 up to the float noise of batched scoring. `behaviour` (flat, like `log_pi`): estimated behaviour
+    log-probabilities used instead of the logged ones, for every step (`identical` is then not read)."""
     n, t_max = len(episodes), max(len(ep.steps) for ep in episodes)
     rewards, log_ratio = np.zeros((n, t_max)), np.zeros((n, t_max))
     mask = np.zeros((n, t_max), dtype=bool)
     k = 0
     for i, ep in enumerate(episodes):
         for t, step in enumerate(ep.steps):
-            lp_b = step.behavior_logprob
+            lp_b = step.behavior_logprob if behaviour is None else float(behaviour[k])
             rewards[i, t], mask[i, t] = step.reward, True
-            if ep.policy in identical:
+            if behaviour is None and ep.policy in identical:
                 log_ratio[i, t] = 0.0
             else:
                 log_ratio[i, t] = np.nan if lp_b is None else float(log_pi[k]) - lp_b

@@ -1,7 +1,9 @@
 """`adwm ope`: every classic baseline for every policy of the family, from the behaviour log.
 
 Per policy: the evaluated policy's exact distributions on the logged states,
-the importance weights against the logged (privileged) behaviour log-probs,
+the importance weights against the logged (privileged) behaviour log-probs and, as `<name>_est`,
+against a behaviour policy estimated on the log (ope/behaviour.py; the only weights a log without
+behaviour probabilities allows),
 the direct-method regression and FQE on (state, action) features, then each
 estimator's value, effective sample size, flag and bootstrap CI (resampling
 unit: the logged episode). Results are written atomically after each policy;
@@ -11,7 +13,7 @@ a rerun with the same settings skips the policies already estimated.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +24,7 @@ from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import true_values
 from adwm.evaluation.metrics import family_metrics
 from adwm.ope import build_estimators
+from adwm.ope.behaviour import fit_behaviour
 from adwm.ope.config import OPEConfig
 from adwm.ope.features import StepFeatures, default_text_model, sentence_embeddings, world_model_embeddings
 from adwm.ope.linear_q import QDataset, Ridge, fit_fqe, fit_return_regression
@@ -62,6 +65,8 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
     """Estimate every policy of the family with every configured baseline; returns the results JSON path."""
     ocfg: OPEConfig = OmegaConf.to_object(cfg.ope)
     estimators = build_estimators(ocfg.estimators, ocfg.clip)
+    if ocfg.estimated_behaviour:  # `<name>_est`: the weighted baselines on the estimated behaviour policy
+        estimators += [replace(e, name=f"{e.name}_est") for e in estimators if e.uses_weights() and e.clip is None]
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     behaviour = OmegaConf.to_object(cfg.collect).behaviour
     log = Path(ocfg.log)
@@ -130,15 +135,32 @@ class _Context:
         self.actions = logged_actions(episodes)
         st = log.stat()
         self.scores = ScoreCache(folder, f"{log.resolve()}:{st.st_size}:{st.st_mtime_ns}:{len(episodes)}")
-        self.features = self.ds = self.ridge = None
-        if models:
+        self.features = self.ds = self.ridge = self.behaviour = None
+        if models or cfg.estimated_behaviour:
             self.features = StepFeatures(self.states, self.actions, horizon, _embedder(cfg))
+        if cfg.estimated_behaviour:  # one behaviour model per log, fitted on every logged step
+            self.behaviour = fit_behaviour(self.features, self.actions, cfg.behaviour_l2, cfg.behaviour_iterations)
+            logged = np.array([np.nan if s.behavior_logprob is None else s.behavior_logprob for s in self.steps()])
+            known = ~np.isnan(logged)
+            self.behaviour_info = {
+                "nll": round(self.behaviour.nll, 4),
+                "iterations": self.behaviour.iterations,
+                "logged_steps_with_behaviour_logprob": int(known.sum()),
+                # how far the estimate is from the logged probabilities, where the log has them
+                "mean_abs_logprob_gap": float(np.abs(self.behaviour.log_probs[known] - logged[known]).mean())
+                if known.any()
+                else None,
+            }
+        if models:
             ep = np.repeat(np.arange(len(episodes)), [len(e.steps) for e in episodes])
             t = np.concatenate([np.arange(len(e.steps)) for e in episodes])
             last = np.append(ep[1:] != ep[:-1], True)
             rewards = np.array([s.reward for e in episodes for s in e.steps])
             self.ds = QDataset(self.features.logged(self.actions), rewards, ep, t, last)
             self.ridge = Ridge(self.ds.phi, cfg.ridge)
+
+    def steps(self):
+        return (s for e in self.episodes for s in e.steps)
 
     def estimate(self, pcfg, estimators, seed: int, identical: set[str]) -> dict:
         writing = writes(pcfg)
@@ -159,9 +181,17 @@ class _Context:
                 phi_pi = self.features.expected(dists)
             data.q["dm"] = fit_return_regression(self.ds, phi_pi, self.gamma, self.ridge)
             data.q["fqe"], info = fit_fqe(self.ds, phi_pi, self.gamma, self.ridge, self.cfg.fqe_iterations)
+        estimated = None
+        if self.behaviour is not None:
+            estimated = ope_data(self.episodes, log_pi, self.gamma, behaviour=self.behaviour.log_probs)
+            estimated.q = data.q
         out = {}
         for e in estimators:
-            d = e.diagnose(data)
-            ci = e.interval(data, 1 - self.cfg.ci_level, self.cfg.ci_resamples, seed)
+            on = estimated if e.name.endswith("_est") else data
+            d = e.diagnose(on)
+            ci = e.interval(on, 1 - self.cfg.ci_level, self.cfg.ci_resamples, seed)
             out[e.name] = {"J_hat": d.value, "ci": [ci["low"], ci["high"]], "ess": d.ess, "flag": d.flag}
-        return {"estimators": out, "n_episodes": data.n, "fqe": info}
+        result = {"estimators": out, "n_episodes": data.n, "fqe": info}
+        if self.behaviour is not None:
+            result["behaviour_model"] = self.behaviour_info
+        return result

@@ -1,0 +1,106 @@
+"""An estimated behaviour policy for logs without behaviour probabilities (API models, people, other
+frameworks): the importance-weighted baselines then run as `<name>_est` on its probabilities.
+
+The model is a conditional logit over each logged state's candidate actions (its admissible list, with
+the logged action added when it was off the list; in a log without lists, the logged action vocabulary):
+
+    log p_b(a | s) = e(a) . (W_obs e(obs) + W_task e(task) + b)  -  log sum_{a' in A(s)} exp(...)
+
+with e(.) the unit-norm text embeddings the action-value baselines use (`ope/features.py`). With
+one-hot embeddings it is a table of per-(state, action) logits, so its maximum-likelihood fit is the
+empirical frequency of each action in each state, which converges to the behaviour policy as the log
+grows. It is fitted by L-BFGS on the summed log-likelihood of the logged actions plus `l2` times the
+squared norm of the parameters; the penalty is not scaled with the log, so its weight vanishes as the
+log grows. The log may mix several behaviour agents: the model then estimates their mixture, which is
+the behaviour policy the log was drawn from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from adwm.ope.features import StepFeatures
+
+
+@dataclass
+class BehaviourFit:
+    log_probs: np.ndarray  # (M,) log p_b(a_k | s_k) of each logged step's action, episode-major
+    nll: float  # mean negative log-likelihood of the logged actions (nats per step)
+    iterations: int
+
+
+def _candidates(features: StepFeatures, actions: Sequence[str]) -> tuple[list[list[int]], list[int]]:
+    """Per logged step, the embedding indices of its candidate actions and the logged action's position."""
+    vocabulary = list(dict.fromkeys(actions))
+    cands, chosen = [], []
+    for state, action in zip(features.states, actions):
+        listed = list(dict.fromkeys(state.admissible)) if state.admissible else list(vocabulary)
+        if action not in listed:
+            listed.append(action)
+        cands.append([features.index[a] for a in listed])
+        chosen.append(listed.index(action))
+    return cands, chosen
+
+
+def fit_behaviour(
+    features: StepFeatures,
+    actions: Sequence[str],
+    l2: float = 1.0,
+    max_iterations: int = 200,
+    chunk: int = 65536,
+) -> BehaviourFit:
+    """Fits the conditional logit on the logged steps of `features` (their states) taking `actions`;
+    `chunk` bounds the (state, candidate) pairs scored at once."""
+    if len(actions) != len(features.states):
+        raise ValueError(f"behaviour model: {len(features.states)} logged states but {len(actions)} actions")
+    if l2 <= 0:
+        raise ValueError(f"ope.behaviour.l2: expected > 0, got {l2}")
+    cands, chosen = _candidates(features, actions)
+    m, width = len(cands), max(len(c) for c in cands)
+    emb = torch.as_tensor(features.emb, dtype=torch.float64)
+    idx = torch.zeros(m, width, dtype=torch.long)
+    valid = torch.zeros(m, width, dtype=torch.bool)
+    for i, c in enumerate(cands):
+        idx[i, : len(c)] = torch.tensor(c)
+        valid[i, : len(c)] = True
+    e_obs = torch.as_tensor(features.e_obs, dtype=torch.float64)
+    e_task = torch.as_tensor(features.e_task, dtype=torch.float64)
+    target = torch.tensor(chosen)
+    d = emb.size(1)
+    w_obs = torch.zeros(d, d, dtype=torch.float64, requires_grad=True)
+    w_task = torch.zeros(d, d, dtype=torch.float64, requires_grad=True)
+    bias = torch.zeros(d, dtype=torch.float64, requires_grad=True)
+    params = [w_obs, w_task, bias]
+
+    def log_probs(rows: slice) -> torch.Tensor:
+        u = e_obs[rows] @ w_obs.T + e_task[rows] @ w_task.T + bias  # (m, d)
+        scores = torch.einsum("mkd,md->mk", emb[idx[rows]], u).masked_fill(~valid[rows], float("-inf"))
+        return scores.log_softmax(-1).gather(1, target[rows, None]).squeeze(1)  # (m,)
+
+    # chunks of states bound the (states, candidates, d) gather's memory; gradients add up over them
+    per = max(chunk // width, 1)  # states a chunk
+    chunks = [slice(i, min(i + per, m)) for i in range(0, m, per)]
+    opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iterations, line_search_fn="strong_wolfe")
+    calls = 0
+
+    def closure() -> torch.Tensor:
+        nonlocal calls
+        calls += 1
+        opt.zero_grad()
+        loss = l2 * sum((p**2).sum() for p in params)
+        loss.backward()
+        total = float(loss.detach())
+        for rows in chunks:
+            part = -log_probs(rows).sum()
+            part.backward()
+            total += float(part.detach())
+        return torch.tensor(total, dtype=torch.float64)
+
+    opt.step(closure)
+    with torch.no_grad():
+        lp = torch.cat([log_probs(rows) for rows in chunks]).numpy()
+    return BehaviourFit(log_probs=lp, nll=float(-lp.mean()), iterations=calls)
