@@ -7,12 +7,12 @@ import json
 
 import numpy as np
 import pytest
-from tabular_mdp import random_mdp, sample
 
 from adwm.ope import ImportanceSampling, OPEData
 from adwm.ope.behaviour import fit_behaviour
 from adwm.ope.features import StepFeatures
 from adwm.policies.base import AgentState
+from tabular_mdp import random_mdp, sample
 
 
 def _tabular_states(mdp, log):
