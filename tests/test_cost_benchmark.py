@@ -35,11 +35,19 @@ def test_cost_benchmark_measures_both_sides_and_names_where_the_time_goes(smoke_
     assert sim["step_over_choose"] >= 1  # a simulated step includes the agent's choice
     # taken before rounding; the simulation's seconds are rounded to 0.1 s and its parts to 0.01 s
     sim_s, choose_s = sim["seconds"], sim["parts"]["choose"]
-    assert (sim_s - 0.05) / (choose_s + 0.005) - 0.01 <= sim["step_over_choose"] <= (sim_s + 0.05) / max(choose_s - 0.005, 1e-9) + 0.01
+    assert (
+        (sim_s - 0.05) / (choose_s + 0.005) - 0.01
+        <= sim["step_over_choose"]
+        <= (sim_s + 0.05) / max(choose_s - 0.005, 1e-9) + 0.01
+    )
     assert sim["agent_states_read"]["choose"] <= sim["rollout_steps"]
     # the ratio is taken before rounding; the seconds it is checked against are rounded to 0.1 s
     est_s, on_s = estimate["seconds"], online["seconds"]
-    assert (est_s - 0.05) / (on_s + 0.05) - 1e-3 <= entry["ratio_estimate_to_online"] <= (est_s + 0.05) / (on_s - 0.05) + 1e-3
+    assert (
+        (est_s - 0.05) / (on_s + 0.05) - 1e-3
+        <= entry["ratio_estimate_to_online"]
+        <= (est_s + 0.05) / (on_s - 0.05) + 1e-3
+    )
     assert sorted(estimate["per_policy_s"]) == sorted(family)
     assert entry["accuracy"]["uncalibrated"] is not None  # the ground truth it measured is the reference
     assert all(v > 0 for v in entry["peak_mb_by_rollouts"].values()) and len(entry["peak_mb_by_rollouts"]) == 2

@@ -114,7 +114,12 @@ class ProposalBank:
     @classmethod
     def from_state_dict(cls, state: dict) -> ProposalBank:
         return cls(
-            state["latents"], state["ids"], state["offsets"], state["n_actions"], state.get("texts"), state.get("arrivals")
+            state["latents"],
+            state["ids"],
+            state["offsets"],
+            state["n_actions"],
+            state.get("texts"),
+            state.get("arrivals"),
         )
 
 
