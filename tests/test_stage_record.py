@@ -34,3 +34,16 @@ def test_entry_matches_reads_the_settings_of_a_results_entry():
     assert entry_matches(entry, {"policy": {"eps": 0.25}, "seed": 0})
     assert not entry_matches(entry, {"policy": {"eps": 0.5}, "seed": 0})
     assert not entry_matches(None, {})
+
+
+def test_a_fit_resumes_across_budget_changes_but_not_across_a_changed_heads_refit(smoke_cfg):
+    from omegaconf import OmegaConf
+
+    from adwm.stages.fit import fit_settings, resume_mismatch
+
+    started = {"settings": fit_settings(smoke_cfg)}
+    longer = OmegaConf.merge(smoke_cfg, {"fit": {"max_steps": 99}})
+    assert resume_mismatch(started, fit_settings(longer)) == []
+    # a finished checkpoint holds refitted heads: another refit on top is not what a fresh fit makes
+    refit = OmegaConf.merge(smoke_cfg, {"fit": {"rollout_heads": {"steps": 7}}})
+    assert resume_mismatch(started, fit_settings(refit)) == ["fit.rollout_heads.steps (600 -> 7)"]

@@ -113,7 +113,9 @@ def fit_settings(cfg: DictConfig) -> dict:
     }
 
 
-# settings a resumed fit may change: how long it trains and what it reports; everything else must match
+# settings a resumed fit may change: how long it trains and what it reports; everything else must match.
+# Not `fit.rollout_heads`: a finished checkpoint holds heads already refitted, and refitting them again
+# under other settings would not give the world model a fresh fit with those settings gives.
 RESUMABLE_CHANGES = (
     "fit.max_steps",
     "fit.max_epochs",
@@ -123,7 +125,6 @@ RESUMABLE_CHANGES = (
     "fit.rollout_eval",
     "fit.rollout_every_n_epochs",
     "fit.rollout_n",
-    "fit.rollout_heads",
 )
 _KEYS = {"log": "data.log", "log_size": "data.log (its size)", "joint_encoder": "ablation.joint_encoder"}
 
