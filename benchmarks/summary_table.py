@@ -23,7 +23,7 @@ def tables(summary: dict) -> str:
     lines = ["| estimator | Spearman | Kendall | nRMSE | regret@1 |", "|---|---|---|---|---|"]
     for e in ests:
         m = metrics[e]
-        name = LABELS.get(e, e.upper())
+        name = LABELS.get(e, e.removesuffix("_est").upper() + (", estimated behaviour" if e.endswith("_est") else ""))
         lines.append(
             f"| {name} | {m['spearman']:.2f} | {m['kendall']:.2f} | {m['nrmse']:.3f} | {m['regret_at_1']:.2f} |"
         )
