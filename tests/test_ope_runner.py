@@ -45,6 +45,9 @@ def _overrides(tmp_path, lm: str) -> list[str]:
         "env.max_steps=6",
         "ope.estimators=[is,pdis,wis,wpdis]",
         "ope.ci_resamples=100",
+        # the exact weights alone: no world model is fitted here to embed the states for the estimated
+        # behaviour model (its `_est` twins: tests/test_behaviour_model.py)
+        "ope.estimated_behaviour=false",
     ]
 
 
