@@ -18,6 +18,7 @@ from adwm.config import load_config
 from adwm.sweeps.grid import _phases, expand, load_spec
 
 ESTIMATORS = ["adwm", "adwm_sim", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
+ESTIMATORS += ["is_est", "pdis_est", "wis_est", "wpdis_est", "dr_est", "wdr_est"]  # on the estimated behaviour
 
 
 def _grid_file(tmp_path, workers: int = 1, logger: str = "") -> str:
