@@ -68,7 +68,7 @@ def test_an_action_off_the_list_stays_possible_and_bad_settings_are_named():
     features = StepFeatures(states, ["x", "z"], 2, lambda texts: np.eye(5)[[vocab.index(t) for t in texts]])
     fit = fit_behaviour(features, ["x", "z"])
     assert np.all(np.isfinite(fit.log_probs)) and np.all(fit.log_probs < 0)
-    with pytest.raises(ValueError, match="ope.behaviour.l2"):
+    with pytest.raises(ValueError, match="ope.behaviour_l2: expected > 0"):
         fit_behaviour(features, ["x", "z"], l2=0.0)
     with pytest.raises(ValueError, match="2 logged states but 1 actions"):
         fit_behaviour(features, ["x"])

@@ -39,9 +39,7 @@ class ProposalBank:
         self.latents, self.ids, self.offsets, self.n_actions = latents, ids, offsets, n_actions
         self.texts = texts  # the logged observations, for readers that need text (the no-projector ablation)
         # dense multi-hot once: lookups are then a single gather (N x V bools, ~8 MB for 30k x 262)
-        rows = torch.repeat_interleave(torch.arange(latents.size(0)), offsets.diff())
-        self.sets = torch.zeros(latents.size(0), n_actions, dtype=torch.bool)
-        self.sets[rows, ids] = True
+        self.sets = _multi_hot(ids, offsets.diff(), n_actions)
         # (N, V) bools: which logged actions led to each state (None: a bank saved without them)
         self.arrivals = None if arrivals is None else arrivals.bool()
 
@@ -61,9 +59,8 @@ class ProposalBank:
         if arrivals is not None:
             if len(arrivals) != len(admissible):
                 raise ValueError(f"proposal bank: {len(admissible)} states but {len(arrivals)} arrival lists")
-            arrived = torch.zeros(len(arrivals), n_actions, dtype=torch.bool)
-            rows = torch.repeat_interleave(torch.arange(len(arrivals)), torch.tensor([len(a) for a in arrivals]))
-            arrived[rows, torch.tensor([a for arr in arrivals for a in arr], dtype=torch.long)] = True
+            flat = torch.tensor([a for arr in arrivals for a in arr], dtype=torch.long)
+            arrived = _multi_hot(flat, torch.tensor([len(a) for a in arrivals]), n_actions)
         return cls(latents.detach().float().cpu(), ids, offsets, n_actions, texts, arrived)
 
     def nearest(self, z: torch.Tensor, actions: torch.Tensor | None = None, chunk: int = 8192) -> torch.Tensor:
@@ -121,6 +118,13 @@ class ProposalBank:
             state.get("texts"),
             state.get("arrivals"),
         )
+
+
+def _multi_hot(flat: torch.Tensor, counts: torch.Tensor, n_actions: int) -> torch.Tensor:
+    """(N, V) bools from ragged id lists given as their concatenation `flat` and per-row `counts` (N,)."""
+    out = torch.zeros(counts.numel(), n_actions, dtype=torch.bool)
+    out[torch.repeat_interleave(torch.arange(counts.numel()), counts), flat] = True
+    return out
 
 
 def action_ids(vocabulary: list[str], actions: list[str]) -> torch.Tensor:

@@ -30,7 +30,7 @@ from adwm.ope.features import StepFeatures
 class BehaviourFit:
     log_probs: np.ndarray  # (M,) log p_b(a_k | s_k) of each logged step's action, episode-major
     nll: float  # mean negative log-likelihood of the logged actions (nats per step)
-    iterations: int
+    evaluations: int  # objective evaluations L-BFGS took (iterations plus line-search steps)
 
 
 def _candidates(features: StepFeatures, actions: Sequence[str]) -> tuple[list[list[int]], list[int]]:
@@ -58,7 +58,7 @@ def fit_behaviour(
     if len(actions) != len(features.states):
         raise ValueError(f"behaviour model: {len(features.states)} logged states but {len(actions)} actions")
     if l2 <= 0:
-        raise ValueError(f"ope.behaviour.l2: expected > 0, got {l2}")
+        raise ValueError(f"ope.behaviour_l2: expected > 0, got {l2}")
     cands, chosen = _candidates(features, actions)
     m, width = len(cands), max(len(c) for c in cands)
     emb = torch.as_tensor(features.emb, dtype=torch.float64)
@@ -85,11 +85,11 @@ def fit_behaviour(
     per = max(chunk // width, 1)  # states a chunk
     chunks = [slice(i, min(i + per, m)) for i in range(0, m, per)]
     opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iterations, line_search_fn="strong_wolfe")
-    calls = 0
+    evaluations = 0
 
     def closure() -> torch.Tensor:
-        nonlocal calls
-        calls += 1
+        nonlocal evaluations
+        evaluations += 1
         opt.zero_grad()
         loss = l2 * sum((p**2).sum() for p in params)
         loss.backward()
@@ -103,4 +103,4 @@ def fit_behaviour(
     opt.step(closure)
     with torch.no_grad():
         lp = torch.cat([log_probs(rows) for rows in chunks]).numpy()
-    return BehaviourFit(log_probs=lp, nll=float(-lp.mean()), iterations=calls)
+    return BehaviourFit(log_probs=lp, nll=float(-lp.mean()), evaluations=evaluations)

@@ -91,7 +91,10 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
             continue
         if ctx is None:
             models = any(e.requires() is not None for e in estimators)
-            ctx = _Context(ocfg, log, cfg.env.gamma, cfg.env.max_steps, Path(ocfg.scores), models, cfg.env.name)
+            estimated = any(e.name.endswith("_est") for e in estimators)  # none when no weighted one is asked
+            ctx = _Context(
+                ocfg, log, cfg.env.gamma, cfg.env.max_steps, Path(ocfg.scores), models, estimated, cfg.env.name
+            )
         start = time.time()
         identical = {b.policy.name for b in behaviour if same_policy(b.policy, pcfg)}
         done[pcfg.name] = {**ctx.estimate(pcfg, estimators, cfg.seed, identical), "settings": settings}
@@ -125,7 +128,15 @@ class _Context:
     """What every policy shares: the log, its states, features, the DM regression and the score cache."""
 
     def __init__(
-        self, cfg: OPEConfig, log: Path, gamma: float, horizon: int, folder: Path, models: bool, env: str
+        self,
+        cfg: OPEConfig,
+        log: Path,
+        gamma: float,
+        horizon: int,
+        folder: Path,
+        models: bool,
+        estimated: bool,
+        env: str,
     ) -> None:
         episodes = read_episodes(log, privileged=True, env=env)
         if cfg.max_episodes:
@@ -136,15 +147,16 @@ class _Context:
         st = log.stat()
         self.scores = ScoreCache(folder, f"{log.resolve()}:{st.st_size}:{st.st_mtime_ns}:{len(episodes)}")
         self.features = self.ds = self.ridge = self.behaviour = None
-        if models or cfg.estimated_behaviour:
+        if models or estimated:
             self.features = StepFeatures(self.states, self.actions, horizon, _embedder(cfg))
-        if cfg.estimated_behaviour:  # one behaviour model per log, fitted on every logged step
+        if estimated:  # one behaviour model per log, fitted on every logged step
             self.behaviour = fit_behaviour(self.features, self.actions, cfg.behaviour_l2, cfg.behaviour_iterations)
-            logged = np.array([np.nan if s.behavior_logprob is None else s.behavior_logprob for s in self.steps()])
+            steps = [s for e in episodes for s in e.steps]
+            logged = np.array([np.nan if s.behavior_logprob is None else s.behavior_logprob for s in steps])
             known = ~np.isnan(logged)
             self.behaviour_info = {
                 "nll": round(self.behaviour.nll, 4),
-                "iterations": self.behaviour.iterations,
+                "evaluations": self.behaviour.evaluations,
                 "logged_steps_with_behaviour_logprob": int(known.sum()),
                 # how far the estimate is from the logged probabilities, where the log has them
                 "mean_abs_logprob_gap": float(np.abs(self.behaviour.log_probs[known] - logged[known]).mean())
@@ -158,9 +170,6 @@ class _Context:
             rewards = np.array([s.reward for e in episodes for s in e.steps])
             self.ds = QDataset(self.features.logged(self.actions), rewards, ep, t, last)
             self.ridge = Ridge(self.ds.phi, cfg.ridge)
-
-    def steps(self):
-        return (s for e in self.episodes for s in e.steps)
 
     def estimate(self, pcfg, estimators, seed: int, identical: set[str]) -> dict:
         writing = writes(pcfg)
