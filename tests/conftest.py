@@ -72,14 +72,18 @@ def smoke_cfg(smoke_overrides):
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """One uninterrupted smoke quickstart, made once per session: agents, a log, ground truth, a world
-    model, projectors, estimates and baselines (read by the crash and bad-input suites, never written)."""
+    model, estimates and baselines, plus `adwm project`'s projector of the default policy (the quickstart's
+    agents read the snapped state's text and train none). Read by the crash and bad-input suites, never
+    written."""
     from adwm.cli import main
+    from helpers import reads
 
     root = tmp_path_factory.mktemp("smoke_run")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in a worker process; tests that compare with it run on one thread too
     try:
         assert main(["quickstart", "experiment=smoke", f"run.root={root}"]) == 0
+        assert main(["project", *reads(root)]) == 0
     finally:
         torch.set_num_threads(threads)
     return root

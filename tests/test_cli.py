@@ -88,8 +88,10 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_run, capsys, tmp_path, one_
         assert p["estimates"]["adwm"] == pytest.approx(p["estimates"]["adwm_sim"] + offset[p["name"]])
     assert (smoke_run / "fit" / "checkpoints" / "last.ckpt").is_file()
     assert (smoke_run / "quickstart" / "j_vs_jhat.png").stat().st_size > 1000  # the J-vs-J_hat plot
-    assert len(list((smoke_run / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
-    for metrics in (smoke_run / "project").glob("*/metrics.json"):  # the step budget ends each (3 in the epoch)
+    # the agents read the snapped state's text, so the quickstart trains no projector: the one there is the
+    # fixture's `adwm project` of the default policy
+    assert len(list((smoke_run / "project").glob("*/projector.ckpt"))) == 1
+    for metrics in (smoke_run / "project").glob("*/metrics.json"):  # the step budget ends it (3 in the epoch)
         projector = json.loads(metrics.read_text())
         assert projector["steps"] == 2 and projector["stopped_by_max_minutes"] is False
     assert (smoke_run / "agents" / "iter2" / "model.safetensors").is_file()
@@ -168,6 +170,31 @@ def test_a_fit_cut_short_by_the_time_guard_says_so(smoke_overrides, tmp_path, ca
 def test_negative_projector_budget_is_a_named_error(smoke_overrides, capsys):
     assert main(["project", *smoke_overrides, "projector.max_steps=-1"]) == 2
     assert "projector.max_steps" in capsys.readouterr().err
+
+
+def test_the_agents_read_text_by_default_and_the_projector_by_config(smoke_run, tmp_path, capsys, one_thread):
+    """`ablation.projector=true` trains a projector per agent backbone and simulates through it; the default
+    reads the snapped state's text and needs none (test_simulate.py checks what it reads). A gradient through
+    the agent's reading without a projector is a named error."""
+    from adwm.runtime.atomic import read_json
+    from helpers import reads
+
+    family = ["family.eps=[0.0,1.0]", "evaluate.calibration=none", "workers=1"]  # and iter1, iter2
+    shared = [*reads(smoke_run), *family, f"project.dir={tmp_path}/project"]
+    assert main(["evaluate", *shared, f"evaluate.out={tmp_path}/text.json"]) == 0
+    assert not list((tmp_path / "project").glob("*/projector.ckpt"))
+    assert main(["evaluate", *shared, "ablation.projector=true", f"evaluate.out={tmp_path}/soft.json"]) == 0
+    assert len(list((tmp_path / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
+    text, soft = read_json(tmp_path / "text.json")["estimates"], read_json(tmp_path / "soft.json")["estimates"]
+    for name in ("iter3_eps0", "iter3_eps1", "iter1"):
+        assert text[name]["settings"]["ablation"]["projector"] is False
+        assert soft[name]["settings"]["ablation"]["projector"] is True
+        assert math.isfinite(text[name]["J_hat_sim"]) and math.isfinite(soft[name]["J_hat_sim"])
+    capsys.readouterr()
+    assert main(["evaluate", *shared, "guidance.continuation=full", f"evaluate.out={tmp_path}/x.json"]) == 2
+    err = capsys.readouterr().err
+    assert "guidance.continuation=full with guidance.method=gradient" in err and "ablation.projector=true" in err
+    assert not (tmp_path / "x.json").exists()
 
 
 def test_a_fit_is_reproducible_from_the_seed(smoke_overrides, tmp_path):

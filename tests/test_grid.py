@@ -144,6 +144,34 @@ def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
     for name in ("spearman.png", "scatter_a.png", "scatter_b.png"):
         assert (out / name).stat().st_size > 1000
     assert json.loads((out / "runs" / "b-seed0" / "quickstart" / "summary.json").read_text())["seed"] == 0
+    # each cell's world model's fidelity, beside the controls of its own log
+    fidelity = text.split("## Fidelity of each world model")[1].split("\n## ")[0]
+    for row in ("learned (a)", "stay (a)", "nearest (a)", "learned (b)", "stay (b)", "nearest (b)"):
+        assert f"| {row} |" in fidelity
+    fit = json.loads(next((out / "shared").glob("seed0-*/fit-*/metrics.json")).read_text())["metrics"]
+    rows = {r["row"]: r for r in csv.DictReader(open(out / "fidelity.csv"))}
+    assert float(rows["learned (a)"]["state_acc@1"]) == pytest.approx(fit["fidelity/state_acc@1"])
+
+
+def test_fidelity_table_means_each_world_over_seeds():
+    from adwm.sweeps.report import fidelity_rows, fidelity_table
+
+    def metrics(acc, stay):
+        m = {f"fidelity/state_acc@{k}": acc for k in (1, 5, 10)} | {"fidelity/return_corr": 0.5}
+        m |= {f"fidelity/stay_state_acc@{k}": stay for k in (1, 5, 10)}
+        return m | {f"fidelity/nearest_state_acc@{k}": 0.3 for k in (1, 5, 10)}
+
+    assert fidelity_rows({"final/x": 1.0}, "full", 0) == []  # a fit that measured none
+    rows = fidelity_rows(metrics(0.2, 0.9), "full", 0) + fidelity_rows(metrics(0.4, 0.7), "full", 1)
+    rows += fidelity_rows(metrics(0.6, 0.0), "other", 0, controls=False)
+    assert [r["row"] for r in rows].count("stay") == 2 and len(rows) == 7
+    table = fidelity_table(rows, 200, 0.95).splitlines()
+    assert table[0].startswith("| world | state acc @1 | state acc @5 | state acc @10 | return corr |")
+    learned = next(line for line in table if line.startswith("| learned (full) |")).split(" | ")
+    assert learned[1].startswith("0.30 [0.20, 0.40]") and learned[4].startswith("0.50 [0.50, 0.50]")
+    assert learned[5] == "" and learned[6] == " |"  # end rates not measured: blank
+    assert next(line for line in table if line.startswith("| stay |")).split(" | ")[1].startswith("0.80")
+    assert next(line for line in table if line.startswith("| learned (other) |")).split(" | ")[1].startswith("0.60")
 
 
 REPO = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -161,11 +189,11 @@ def test_committed_ablation_grid_and_its_sweep_agree():
         "guidance.eta=0",
         "guidance.continuation=full",
         "guidance.method=resample",
-        "ablation.projector=false",
+        "ablation.projector=true",
     } <= {t for r in runs for t in r.tags}
     # the estimator ablations reuse the full method's world model; the swaps fit their own
     fit = {r.labels["variant"]: r.fit_key for r in runs if r.labels["seed"] == 0}
-    assert fit["no_action_guidance"] == fit["no_continuation"] == fit["no_projector"] == fit["full"]
+    assert fit["no_action_guidance"] == fit["no_continuation"] == fit["projector"] == fit["full"]
     assert fit["continuation_resample"] == fit["continuation_full"] == fit["full"]
     assert fit["world_oracle"] == fit["world_nearest"] == fit["world_stay"] == fit["full"]  # nothing refitted
     assert len({fit[v] for v in ("full", "encoder_minilm", "backbone_transformer", "frozen_encoder")}) == 4
@@ -220,3 +248,13 @@ def test_results_runs_reach_wandb_only_by_their_logger_settings(tmp_path, monkey
     assert call["tags"] == ["variant=full", "seed=0"] and call["job_type"] == "quickstart"
     assert call["config"]["world_model"]["d_action"] == 16
     assert call["logged"]["adwm/spearman"] == 0.5 and "estimates" in call["logged"] and call["finished"]
+
+
+def test_committed_heldout_grid_reports_only_unseen_seeds_on_one_world_model_a_seed():
+    spec = load_spec(REPO / "experiments" / "heldout.yaml")
+    runs = expand(spec)
+    assert spec.seeds == [3, 4, 5, 6, 7] and not set(spec.seeds) & {0, 1, 2}  # the defaults were tuned on 0-2
+    assert len({r.fit_key for r in runs}) == len(spec.seeds)  # every variant reads the full method's world model
+    calibrated = [v for v, o in spec.axes["variant"].items() if "evaluate.calibration=none" not in o]
+    assert calibrated == ["full"]
+    assert {"world_oracle", "world_nearest", "world_stay", "projector"} <= set(spec.axes["variant"])

@@ -58,6 +58,22 @@ def world(tmp_path_factory):
     return wm, dm
 
 
+def test_the_text_reader_scores_the_logged_text_of_the_state_a_latent_snaps_to(world, bc_agent_dir):
+    """The default reader: the agent scores candidates on the logged observation whose latent is nearest, the
+    same scores as the agent reading that observation itself."""
+    wm, _ = world
+    bank = wm.proposal_bank
+    agent = LLMPolicy(PolicyConfig(name="p", model=bc_agent_dir, history_turns=0))
+    rows = [0, 3, len(bank.texts) - 1]
+    z = bank.latents[rows] + 1e-4  # a sample a hair away from the logged state snaps to it
+    tasks = ["Put the apple in the box."] * 3
+    candidates = [["look", "inventory"], ["look", "go to the hallway", "inventory"], ["look"]]
+    scores = NearestTextReader(wm, agent).scores(z, tasks, candidates)
+    states = [AgentState(t, bank.texts[i], [], c) for t, i, c in zip(tasks, rows, candidates)]
+    for got, want in zip(scores, agent.action_scores(states)):
+        np.testing.assert_allclose(got.numpy(), np.asarray(want, dtype=np.float32), rtol=1e-6)
+
+
 def test_simulation_is_deterministic_for_a_seed_and_reads_text(world, bc_agent_dir):
     wm, dm = world
     starts = logged_starts(dm)

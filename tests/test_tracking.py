@@ -39,8 +39,8 @@ def test_quickstart_logs_one_run_per_stage_grouped_under_the_job(tmp_path, monke
     assert main(["quickstart", "experiment=smoke", f"run.root={tmp_path}", "logger=wandb"]) == 0
     runs = _runs(tmp_path)
     jobs = Counter(r["job_type"] for r in runs)
-    # three agents, the world model, a projector per agent backbone, the results
-    assert jobs == {"train-agent": 3, "fit": 1, "project": 3, "quickstart": 1}
+    # three agents, the world model, the results (the agents read the snapped state's text: no projector)
+    assert jobs == {"train-agent": 3, "fit": 1, "quickstart": 1}
     assert {r["group"] for r in runs} == {"smoke-seed0"}
     assert all(r["finished"] for r in runs)  # each stage's run ends with its stage
     for r in runs:  # the resolved config once, at the start; not Lightning's module hyperparameters

@@ -33,9 +33,12 @@ from adwm.stages.config import (
 
 @dataclass
 class AblationConfig:
-    """Every ablation flag of the method in one block; the defaults are the full method."""
+    """Every ablation flag of the method in one block. The defaults are this implementation's method; where one
+    departs from the paper's full method (the projector), docs/decisions.md says why."""
 
-    projector: bool = True  # false: the agent reads the text of the nearest logged observation
+    # true: the agent reads the projector's soft tokens (the paper's G_psi); false: the text of the logged
+    # observation the simulated latent snaps to (decisions.md, "The agent reads the snapped state's text")
+    projector: bool = False
     joint_encoder: bool = True  # false: the encoder stays frozen during `adwm fit`
 
 

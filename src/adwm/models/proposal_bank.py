@@ -37,7 +37,7 @@ class ProposalBank:
                 f"proposal bank: arrivals of shape {tuple(arrivals.shape)}, expected ({latents.size(0)}, {n_actions})"
             )
         self.latents, self.ids, self.offsets, self.n_actions = latents, ids, offsets, n_actions
-        self.texts = texts  # the logged observations, for readers that need text (the no-projector ablation)
+        self.texts = texts  # the logged observations, for readers that need text (the default reader)
         # dense multi-hot once: lookups are then a single gather (N x V bools, ~8 MB for 30k x 262)
         self.sets = _multi_hot(ids, offsets.diff(), n_actions)
         # (N, V) bools: which logged actions led to each state (None: a bank saved without them)

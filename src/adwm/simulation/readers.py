@@ -1,5 +1,6 @@
-"""How the evaluated agent reads a simulated latent state: soft tokens through the projector, or (the
-`ablation.projector=false` arm) the text of the nearest logged observation."""
+"""How the evaluated agent reads a simulated latent state: the text of the nearest logged observation (the
+default, `ablation.projector=false`: with snapping, the observation the state is), or soft tokens through
+the projector (`ablation.projector=true`, the paper's G_psi)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ class SoftTokenReader:
 
 
 class NearestTextReader:
-    """pi_e reads the text of the nearest logged observation (no projector); not differentiable."""
+    """pi_e reads the text of the nearest logged observation (no projector); not differentiable, so a gradient
+    through the agent's reading (guidance.continuation=full with guidance.method=gradient) needs the projector."""
 
     def __init__(self, world_model, policy: LLMPolicy) -> None:
         bank = world_model.proposal_bank

@@ -96,6 +96,17 @@ def simulation_inputs(
     """How the agent reads latents (its projector, trained or reused, or the nearest logged text; None for a
     policy that never reads its model) and its continuation factor (None when guidance.eta = 0)."""
     ecfg, guidance, ablation = (OmegaConf.to_object(c) for c in (cfg.evaluate, cfg.guidance, cfg.ablation))
+    if (
+        not ablation.projector
+        and guidance.eta > 0
+        and guidance.continuation == "full"
+        and guidance.method == "gradient"
+    ):
+        raise ValueError(
+            "guidance.continuation=full with guidance.method=gradient differentiates the agent's reading of the "
+            "latent, which the text reader (ablation.projector=false, the default) cannot: set "
+            "ablation.projector=true or guidance.method=resample"
+        )
     reader, llm = None, None
     if uses_model(pcfg):
         with costs.section("estimate/projector"):

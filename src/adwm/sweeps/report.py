@@ -20,6 +20,17 @@ TABLE_METRICS = (
     ("regret_at_1", "regret@1", "lower is better"),
 )
 
+# `adwm fit`'s fidelity metrics (held-out episodes replayed with their logged actions; simulation/fidelity.py)
+FIDELITY_METRICS = (
+    ("state_acc@1", "state acc @1"),
+    ("state_acc@5", "state acc @5"),
+    ("state_acc@10", "state acc @10"),
+    ("return_corr", "return corr"),
+    ("sim_end_prob", "simulated end"),
+    ("logged_end_rate", "logged end"),
+)
+FIDELITY_CONTROLS = ("stay", "nearest")  # the controls' state accuracies, from the same replays
+
 
 ESTIMATOR_NOTE = (
     "`adwm_sim` is ADWM uncalibrated (the simulated returns alone: the number a user without the behaviour "
@@ -142,6 +153,40 @@ def plot_metric(agg: dict[tuple, dict], row_key: int, col_key: int | None, metri
         ax.legend()
     fig.tight_layout()
     save_figure(fig, path)
+
+
+def fidelity_rows(metrics: dict, label: str, seed, controls: bool = True, scope: str | None = None) -> list[dict]:
+    """Rows of one fit's fidelity metrics (`metrics.json`'s `metrics`): the learned model under `label`, and
+    (`controls`) the controls' state accuracies on the same replays, named with `scope` (a benchmark's cell)
+    when given. Empty when the fit measured none."""
+    if not any(k.startswith("fidelity/") for k in metrics):
+        return []
+    rows = [
+        {"row": f"learned ({label})", "seed": seed} | {k: metrics.get(f"fidelity/{k}") for k, _ in FIDELITY_METRICS}
+    ]
+    for control in FIDELITY_CONTROLS if controls else ():
+        accs = {k: metrics.get(f"fidelity/{control}_{k}") for k, _ in FIDELITY_METRICS if k.startswith("state_acc")}
+        rows.append({"row": f"{control} ({scope})" if scope else control, "seed": seed} | accs)
+    return rows
+
+
+def fidelity_table(rows: list[dict], n_boot: int, level: float) -> str:
+    """Rows: each fit's learned model and the controls; columns: the fidelity metrics (mean and CI over seeds)."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["row"], []).append(r)
+    lines = [
+        "| world | " + " | ".join(t for _, t in FIDELITY_METRICS) + " |",
+        "|---" * (len(FIDELITY_METRICS) + 1) + "|",
+    ]
+    for name, rs in groups.items():
+        cells = []
+        for k, _ in FIDELITY_METRICS:
+            values = [r.get(k) for r in rs]
+            known = [np.nan if v is None else v for v in values]
+            cells.append(fmt(mean_ci(known, n_boot, level, seed=0)) if any(v is not None for v in values) else "")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def timing_table(timings: list[dict], label: str = "cell") -> str:

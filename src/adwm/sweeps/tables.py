@@ -18,6 +18,8 @@ from adwm.sweeps.report import (
     estimate_rows,
     estimates_table,
     estimator_rank,
+    fidelity_rows,
+    fidelity_table,
     markdown_table,
     metric_rows,
     metrics_table,
@@ -54,6 +56,25 @@ def _rows(spec, runs: list, finished: list[bool]) -> tuple[list, list, list, str
         stages = summary.get("stage_seconds", summary.get("timings_s", {}))
         timings.append({key: combo, "seed": r.labels["seed"], **stages})
     return est_rows, met_rows, timings, first
+
+
+def _fidelity(spec, runs: list, finished: list[bool]) -> list[dict]:
+    """Fidelity rows of each distinct world model of the finished runs (`<run.fit>/metrics.json`), labelled by
+    the first variant (or cell) that used it; a grid without an axis calls it `default`. The controls come
+    from the first fit of each seed and cell (they depend on the log alone)."""
+    rows, seen, controlled = [], set(), set()
+    for r, done in zip(runs, finished):
+        fit = next((o.split("=", 1)[1] for o in reversed(r.overrides) if o.startswith("run.fit=")), None)
+        path = Path(fit) / "metrics.json" if fit else None
+        if not done or path is None or path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        combo = "/".join(str(v) for k, v in r.labels.items() if k != "seed") or "default"
+        log = (r.labels.get(CELL_AXIS), r.labels["seed"])
+        metrics = read_json(path).get("metrics", {})
+        rows += fidelity_rows(metrics, combo, r.labels["seed"], log not in controlled, r.labels.get(CELL_AXIS))
+        controlled.add(log)
+    return rows
 
 
 def write_report(spec, runs: list, finished: list[bool]) -> Path:
@@ -97,6 +118,21 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
         shown = [r for r in est_rows if r["variant"] == first or r["estimator"].startswith("adwm")]
         plot_scatter(shown, out / "scatter.png", f"J vs J_hat: {spec.name}")
         groups = {"": shown}
+    fidelity = _fidelity(spec, runs, finished)
+    if fidelity:
+        write_csv(out / "fidelity.csv", fidelity)
+        parts += [
+            "",
+            "## Fidelity of each world model",
+            "",
+            "`adwm fit`'s replays of held-out logged episodes with their logged actions (no calibration): the "
+            "share of simulated states that match the real one after 1, 5 and 10 steps, beside the controls "
+            "`stay` (the state does not change) and `nearest` (the logged successor of the nearest logged state "
+            "and action) on the same replays; the correlation of simulated and logged returns; the simulated "
+            "probability that an episode ends against the logged rate.",
+            "",
+            fidelity_table(fidelity, spec.ci_resamples, spec.ci_level),
+        ]
     key = CELL_AXIS if CELL_AXIS in spec.axes else "variant"
     for name, rows in groups.items():
         for seed in seeds:
