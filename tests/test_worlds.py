@@ -145,6 +145,7 @@ def test_evaluate_in_each_world_by_config(smoke_run, tmp_path, one_thread):
         for name in ("iter3_eps0", "iter3_eps1"):
             e = results[world]["estimates"][name]
             assert e["settings"]["world"] == world and e["n"] == 200 and np.isfinite(e["J_hat"])
+            assert not {"guidance", "ablation", "projector"} & set(e["settings"])  # a reader's change reuses it
     truth = read_json(smoke_run / "ground_truth" / "ground_truth.json")["iter3_eps1"]
     oracle = results["oracle"]["estimates"]["iter3_eps1"]
     half = (oracle["ci"][1] - oracle["ci"][0]) / 2

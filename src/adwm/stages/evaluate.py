@@ -141,19 +141,22 @@ def _text_world_returns(cfg: DictConfig, ecfg: EvaluateConfig, dm: TrajectoryDat
 
 
 def _policy_settings(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, pcfg: PolicyConfig) -> dict:
-    """What a policy's simulated estimate depends on: a rerun with the same settings reuses it."""
-    world = {} if ecfg.world == "diffusion" else {"world": ecfg.world}  # the path is then the log's
-    return {
-        **world,
-        "world_model": str(wm_path),
+    """What a policy's simulated estimate depends on: a rerun with the same settings reuses it. In the oracle
+    and the controls (`evaluate.world`) the guidance, the reader and the projector play no part."""
+    settings = {
+        "world_model": str(wm_path),  # the log's path in the oracle and the controls
         "world_model_mtime": wm_path.stat().st_mtime_ns,
         "policy": asdict(pcfg),
         "weights": model_fingerprint(pcfg.model),
+        "evaluate": {"simulate": asdict(ecfg.simulate), "tail": asdict(ecfg.tail)},
+        "seed": cfg.seed,
+    }
+    if ecfg.world != "diffusion":
+        return {"world": ecfg.world, **settings}
+    return settings | {
         "guidance": OmegaConf.to_container(cfg.guidance),
         "ablation": OmegaConf.to_container(cfg.ablation),
-        "evaluate": {"simulate": asdict(ecfg.simulate), "tail": asdict(ecfg.tail)},
         "projector": OmegaConf.to_container(cfg.projector),
-        "seed": cfg.seed,
     }
 
 
