@@ -36,6 +36,19 @@ def test_split_by_episode_and_deterministic(log_path):
     assert again.val_items == dm.val_items
 
 
+def test_max_episodes_keeps_the_first_episodes_of_the_log(log_path):
+    dm = TrajectoryDataModule(DataConfig(log=str(log_path), val_fraction=0.25, max_episodes=8), seed=0)
+    dm.setup()
+    first = read_episodes(log_path)[:8]
+    assert sorted(e.index for e in dm.train_episodes + dm.val_episodes) == [e.index for e in first]
+    assert len(dm.val_episodes) == 2 and len(dm.train_items) + len(dm.val_items) == sum(len(e.steps) for e in first)
+    everything = TrajectoryDataModule(DataConfig(log=str(log_path), max_episodes=100), seed=0)  # more than logged
+    everything.setup()
+    assert len(everything.train_episodes + everything.val_episodes) == 20
+    with pytest.raises(ValueError, match=r"data.max_episodes: expected >= 0, got -1"):
+        DataConfig(log=str(log_path), max_episodes=-1)
+
+
 def test_history_window_and_batch_match_the_log(log_path):
     dm = TrajectoryDataModule(DataConfig(log=str(log_path), val_fraction=0.0, history=3, batch_size=8), seed=0)
     dm.setup()

@@ -258,3 +258,14 @@ def test_committed_heldout_grid_reports_only_unseen_seeds_on_one_world_model_a_s
     calibrated = [v for v, o in spec.axes["variant"].items() if "evaluate.calibration=none" not in o]
     assert calibrated == ["full"]
     assert {"world_oracle", "world_nearest", "world_stay", "projector"} <= set(spec.axes["variant"])
+
+
+@pytest.mark.parametrize("name", ["scaling", "scaling_textworld"])
+def test_committed_budget_grids_share_the_log_and_fit_one_world_model_a_budget(name):
+    spec = load_spec(REPO / "experiments" / f"{name}.yaml")
+    runs = expand(spec)
+    assert len({r.data_key for r in runs}) == len(spec.seeds)  # agents, log and ground truth made once a seed
+    assert len({r.fit_key for r in runs}) == len(runs)
+    assert "evaluate.calibration=none" in spec.overrides and not set(spec.seeds) & {0, 1, 2}
+    for overrides in spec.axes["budget"].values():
+        assert all(o.split(".")[0] in ("fit", "data", "ope") for o in overrides)

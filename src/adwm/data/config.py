@@ -15,8 +15,9 @@ class DataConfig:
     # milestone only the first time, so whether the goal object was taken before must be in view
     batch_size: int = 64
     num_workers: int = 0  # samples are small index tuples; worker processes cost more than they save
+    max_episodes: int = 0  # 0: every logged episode; else the first N (a smaller log, e.g. for a budget curve)
 
     def __post_init__(self) -> None:
         require(0 <= self.val_fraction < 1, "data.val_fraction", self.val_fraction, "a share in [0, 1)")
         at_least(self, "data", 1, ("history", "batch_size"))
-        at_least(self, "data", 0, ("num_workers",))
+        at_least(self, "data", 0, ("num_workers", "max_episodes"))

@@ -68,7 +68,7 @@ class TrajectoryDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_items:
             return
-        episodes = read_episodes(self.cfg.log, env=self.env)
+        episodes = read_episodes(self.cfg.log, env=self.env)[: self.cfg.max_episodes or None]
         obs_index: dict[str, int] = {}
         act_index: dict[str, int] = {}
         task_index: dict[str, int] = {}

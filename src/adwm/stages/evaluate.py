@@ -180,8 +180,9 @@ def _policies(cfg: DictConfig, ecfg: EvaluateConfig) -> tuple[list, list, dict]:
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     logged, behaviour = {}, []
     if ecfg.calibration != "none":
-        log = OmegaConf.to_object(cfg.data).log
-        logged = logged_values(read_episodes(log, env=cfg.env.name), cfg.env.gamma)
+        data = OmegaConf.to_object(cfg.data)
+        log = data.log
+        logged = logged_values(read_episodes(log, env=cfg.env.name)[: data.max_episodes or None], cfg.env.gamma)
         behaviour = behaviour_policies(cfg, logged, log)
     for group, policies in (("family policy", family), ("behaviour agent", behaviour)):
         for p in policies:
