@@ -164,3 +164,15 @@ def wandb_records(path) -> list:
             out.append(record)
             parts = b""
     return out
+
+
+def benchmark_module(name: str):
+    """The script benchmarks/<name>.py, imported as a module (the benchmarks are scripts, not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

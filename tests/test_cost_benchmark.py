@@ -3,19 +3,17 @@ of a simulated step named, the figures consistent with each other and the table 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from helpers import benchmark_module
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _cost_module():
-    spec = importlib.util.spec_from_file_location("cost_benchmark", REPO / "benchmarks" / "cost.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("cost")
 
 
 @pytest.mark.slow  # ground truth, estimate, calibration, memory and profile of the smoke run; in the CI selection

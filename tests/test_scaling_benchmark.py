@@ -3,20 +3,18 @@ and the plot; unfinished runs are left out."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from helpers import benchmark_module
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _scaling_module():
-    spec = importlib.util.spec_from_file_location("scaling_benchmark", REPO / "benchmarks" / "scaling.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("scaling")
 
 
 def _run(grid: Path, name: str, seed: int, steps: int, episodes: int, spearman: float, acc: float, done=True):
