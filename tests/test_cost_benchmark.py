@@ -3,13 +3,9 @@ of a simulated step named, the figures consistent with each other and the table 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from helpers import benchmark_module
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _cost_module():

@@ -10,8 +10,6 @@ import pytest
 
 from helpers import benchmark_module
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 def _scaling_module():
     return benchmark_module("scaling")
