@@ -24,7 +24,7 @@ pytest.importorskip("scienceworld")
 if shutil.which("java") is None:  # .ci/run installs a JRE; a bare machine skips with the reason
     pytest.skip("ScienceWorld needs a Java runtime (`java` not on PATH)", allow_module_level=True)
 
-from adwm.envs.scienceworld import ScienceWorldConfig, ScienceWorldEnv  # noqa: E402
+from adwm.envs.scienceworld import ScienceWorldConfig, ScienceWorldEnv, scienceworld_state_key  # noqa: E402
 
 TASK = "find-living-thing"  # gold path of ~10 steps
 
@@ -64,6 +64,7 @@ def test_gold_episode_scores_one_and_rewards_are_score_changes(env, gold_dir):
     reset = env.reset(0)
     assert reset.info["task_name"] == TASK and "living thing" in reset.task
     assert "This room is called" in reset.observation
+    assert scienceworld_state_key(reset.observation)  # fidelity's key: the room
     assert isinstance(reset.admissible, OnDemandActions) and reset.admissible.fetched  # the first is always logged
     gold = env.gold_actions()
     assert gold and json.loads(next(gold_dir.glob(f"{TASK}-*.json")).read_text())["actions"] == gold

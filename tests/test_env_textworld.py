@@ -8,7 +8,13 @@ pytest.importorskip("textworld")
 
 from adwm.data.schema import read_episodes  # noqa: E402
 from adwm.envs import EnvConfig  # noqa: E402
-from adwm.envs.textworld import CookingSettings, TextWorldConfig, TextWorldEnv, clean_feedback  # noqa: E402
+from adwm.envs.textworld import (  # noqa: E402
+    CookingSettings,
+    TextWorldConfig,
+    TextWorldEnv,
+    clean_feedback,
+    textworld_state_key,
+)
 from adwm.policies.config import PolicyConfig  # noqa: E402
 from adwm.stages.collect import collect  # noqa: E402
 from adwm.stages.config import BehaviourEntry, CollectConfig
@@ -47,6 +53,7 @@ def test_gold_game_wins_with_return_one(env):
     reset = env.reset(0)
     assert "$$" not in reset.observation and "|" not in reset.observation  # no banner
     assert "-= Kitchen =-" in reset.observation and not reset.observation.rstrip().endswith("0/5")
+    assert textworld_state_key(reset.observation) == ("Kitchen", "nothing")  # fidelity's key: room, inventory
     assert reset.task.startswith("You are hungry")
     assert reset.admissible == sorted(set(reset.admissible)) and 5 <= len(reset.admissible) <= 80
     total, step = 0.0, None

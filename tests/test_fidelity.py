@@ -15,7 +15,24 @@ from helpers import uniform_log_world_model
 def test_builtin_state_key_reads_room_and_inventory():
     obs = "You take the key. You are in the kitchen. A box is here. You carry a key and a lamp."
     assert builtin_state_key(obs) == ("kitchen", "a key and a lamp")
-    assert state_key("builtin") is builtin_state_key and state_key("textworld")("x") == "x"
+    assert state_key("builtin") is builtin_state_key and state_key("shop")("x") == "x"
+
+
+def test_textworld_and_scienceworld_keys_read_what_the_env_exposes():
+    # observations as the TextWorld adapter writes them (feedback, then the inventory line)
+    arrive = (
+        "-= Corridor =-\nYou arrive in a corridor. A standard one.\n\nThere is an exit to the north. "
+        "Don't worry, there is no door.\nYou are carrying nothing."
+    )
+    took = "You take the knife from the table.\nYou are carrying: a knife and a fried purple potato."
+    tw = state_key("textworld")
+    assert tw(arrive) == ("Corridor", "nothing")
+    assert tw(took) == (None, "a knife and a fried purple potato")
+    assert tw("You open the fridge.") == (None, None)
+    # ScienceWorld's look part names the room; object descriptions are left out
+    look = "You move to the kitchen.\nThis room is called the kitchen. In it, you see: \n\tthe agent\n\ta fridge"
+    assert state_key("scienceworld")(look) == "kitchen"
+    assert state_key("scienceworld")("The door is now open.") is None
 
 
 def test_a_perfect_model_scores_one_and_the_controls_score_as_computed_by_hand(tmp_path):

@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, field
 from adwm.envs.base import TextEnv
 from adwm.envs.builtin import BuiltinEnv, BuiltinEnvConfig, builtin_state_key
 from adwm.envs.multihop import MultihopEnv, MultihopEnvConfig
-from adwm.envs.scienceworld import ScienceWorldConfig, ScienceWorldEnv
+from adwm.envs.scienceworld import ScienceWorldConfig, ScienceWorldEnv, scienceworld_state_key
 from adwm.envs.shop import ShopEnv, ShopEnvConfig
-from adwm.envs.textworld import TextWorldConfig, TextWorldEnv
+from adwm.envs.textworld import TextWorldConfig, TextWorldEnv, textworld_state_key
 from adwm.runtime.checks import at_least, one_of, require
 
 
@@ -55,6 +55,8 @@ def make_env(cfg: EnvConfig) -> TextEnv:
 
 def state_key(env_name: str) -> Callable[[str], object]:
     """What of an observation counts as the world's state when a simulated state is compared with the true one
-    (simulation/fidelity.py): builtin's room and inventory; the whole observation text elsewhere (shop's pages
-    and multihop's results with their notes are functions of the state alone, with no feedback text)."""
-    return builtin_state_key if env_name == "builtin" else (lambda observation: observation)
+    (simulation/fidelity.py): builtin's room and inventory; TextWorld's announced room and inventory line;
+    ScienceWorld's room; the whole observation text elsewhere (shop's pages and multihop's results with
+    their notes are functions of the state alone, with no feedback text)."""
+    keys = {"builtin": builtin_state_key, "textworld": textworld_state_key, "scienceworld": scienceworld_state_key}
+    return keys.get(env_name, lambda observation: observation)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import logging
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,3 +273,15 @@ def _check(cfg: ScienceWorldConfig) -> None:
         )
     if cfg.step_timeout_s <= 0:
         raise ValueError(f"env.scienceworld.step_timeout_s: expected > 0, got {cfg.step_timeout_s}")
+
+
+_SW_ROOM = re.compile(r"This room is called the ([^.]+)\.")
+
+
+def scienceworld_state_key(observation: str) -> str | None:
+    """What a ScienceWorld observation exposes of the world's state, for fidelity: the room its `look` part
+    names (None when the observation holds no look). Objects' states are left out: their descriptions change
+    with every tick of the simulation (temperatures, a growing plant), so a text comparison would count
+    noise."""
+    rooms = _SW_ROOM.findall(observation)
+    return rooms[-1].strip() if rooms else None

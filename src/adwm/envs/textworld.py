@@ -215,3 +215,15 @@ def _check(cfg: TextWorldConfig) -> None:
         )
     if cfg.cooking.split not in ("train", "valid", "test"):
         raise ValueError(f"env.textworld.cooking.split: expected train, valid or test, got '{cfg.cooking.split}'")
+
+
+_TW_ROOM = re.compile(r"^-= (.+?) =-$", re.M)
+_TW_CARRY = re.compile(r"^You are carrying(?::)? ?(.*?)\.?$", re.M)
+
+
+def textworld_state_key(observation: str) -> tuple[str | None, str | None]:
+    """What a TextWorld observation exposes of the world's state, for fidelity: the room it announces (only on
+    arrival or a look: None otherwise) and the inventory line (with the default `inventory` part, on every
+    step). The rest is feedback and description, which follow from them."""
+    room, carry = _TW_ROOM.findall(observation), _TW_CARRY.findall(observation)
+    return (room[-1] if room else None, carry[-1].strip() if carry else None)
