@@ -144,6 +144,13 @@ def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
     for name in ("spearman.png", "scatter_a.png", "scatter_b.png"):
         assert (out / name).stat().st_size > 1000
     assert json.loads((out / "runs" / "b-seed0" / "quickstart" / "summary.json").read_text())["seed"] == 0
+    # the log's overlap with each cell's family: the median share of effective episodes, from the summaries
+    overlap = {r["cell"]: r for r in csv.DictReader(open(out / "overlap.csv"))}
+    summary = json.loads((out / "runs" / "a-seed0" / "quickstart" / "summary.json").read_text())
+    shares = sorted(p["ess"]["is"] / p["n_episodes"] for p in summary["policies"])
+    assert float(overlap["a"]["ess_is"]) == pytest.approx(shares[3])  # 7 policies: the 4th
+    assert 0 < float(overlap["b"]["ess_is_est"]) <= 1
+    assert "## Overlap of the log with each family" in text and "| a | " in text.split("## Overlap")[1]
     # each cell's world model's fidelity, beside the controls of its own log
     fidelity = text.split("## Fidelity of each world model")[1].split("\n## ")[0]
     for row in ("learned (a)", "stay (a)", "nearest (a)", "learned (b)", "stay (b)", "nearest (b)"):

@@ -198,9 +198,13 @@ def _quickstart(cfg: DictConfig, overrides: list[str]) -> Path:
         if calibrated:  # the uncalibrated simulated value beside it
             row["estimates"]["adwm_sim"] = estimates["estimates"][name]["J_hat_sim"]
             row["ci"]["adwm_sim"] = estimates["estimates"][name]["ci_sim"]
-        for est, e in baselines["estimates"].get(name, {}).get("estimators", {}).items():
+        ope = baselines["estimates"].get(name, {})
+        for est, e in ope.get("estimators", {}).items():
             row["estimates"][est], row["ci"][est] = e["J_hat"], e["ci"]
             row.setdefault("flags", {})[est] = e["flag"]
+        if "n_episodes" in ope:  # the overlap of the log with this policy: the IS weights' effective sample size
+            row["n_episodes"] = ope["n_episodes"]
+            row["ess"] = {k: ope["estimators"][k]["ess"] for k in ("is", "is_est") if k in ope["estimators"]}
         rows.append(row)
     summary = {
         "env": cfg.env.name,

@@ -155,6 +155,40 @@ def plot_metric(agg: dict[tuple, dict], row_key: int, col_key: int | None, metri
     save_figure(fig, path)
 
 
+OVERLAP_METRICS = (
+    ("ess_is", "median IS ESS, exact behaviour (share of episodes)"),
+    ("ess_is_est", "median IS ESS, estimated behaviour (share of episodes)"),
+)
+
+
+def overlap_row(summary: dict, labels: dict) -> dict | None:
+    """The log's overlap with a run's family: the median over its policies of the IS weights' effective
+    sample size as a share of the logged episodes (exact and estimated behaviour). None without baselines."""
+    rows = [p for p in summary["policies"] if p.get("n_episodes")]
+    if not rows:
+        return None
+    out = dict(labels)
+    for key, _ in OVERLAP_METRICS:
+        shares = [p["ess"][key[4:]] / p["n_episodes"] for p in rows if p.get("ess", {}).get(key[4:]) is not None]
+        out[key] = float(np.median(shares)) if shares else None
+    return out
+
+
+def overlap_table(rows: list[dict], key: str, n_boot: int, level: float) -> str:
+    """One row per `key` value (a cell): each overlap metric's mean over seeds with its CI."""
+    lines = [
+        f"| {key} | " + " | ".join(t for _, t in OVERLAP_METRICS) + " |",
+        "|---" * (len(OVERLAP_METRICS) + 1) + "|",
+    ]
+    for name in dict.fromkeys(r[key] for r in rows):
+        cells = []
+        for m, _ in OVERLAP_METRICS:
+            values = [np.nan if r.get(m) is None else r[m] for r in rows if r[key] == name]
+            cells.append(fmt(mean_ci(values, n_boot, level, seed=0)) if any(np.isfinite(values)) else "")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def fidelity_rows(metrics: dict, label: str, seed, controls: bool = True, scope: str | None = None) -> list[dict]:
     """Rows of one fit's fidelity metrics (`metrics.json`'s `metrics`): the learned model under `label`, and
     (`controls`) the controls' state accuracies on the same replays, named with `scope` (a benchmark's cell)

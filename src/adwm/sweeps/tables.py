@@ -23,6 +23,8 @@ from adwm.sweeps.report import (
     markdown_table,
     metric_rows,
     metrics_table,
+    overlap_row,
+    overlap_table,
     plot_metric,
     timing_table,
     write_csv,
@@ -31,11 +33,11 @@ from adwm.sweeps.report import (
 CELL_AXIS = "cell"
 
 
-def _rows(spec, runs: list, finished: list[bool]) -> tuple[list, list, list, str | None]:
-    """Estimate, metric and timing rows of the finished runs, and the first variant (whose baselines the
-    variant table shows)."""
+def _rows(spec, runs: list, finished: list[bool]) -> tuple[list, list, list, list, str | None]:
+    """Estimate, metric, timing and overlap rows of the finished runs, and the first variant (whose baselines
+    the variant table shows)."""
     by_cell = CELL_AXIS in spec.axes
-    est_rows, met_rows, timings, first = [], [], [], None
+    est_rows, met_rows, timings, overlap, first = [], [], [], [], None
     for r, done in zip(runs, finished):
         path = r.root / "quickstart" / "summary.json"
         if not done or not path.is_file():
@@ -53,9 +55,11 @@ def _rows(spec, runs: list, finished: list[bool]) -> tuple[list, list, list, str
             elif combo == first:
                 met_rows.append({**row, "row": row["estimator"]})
         est_rows += estimate_rows(summary, labels)
+        if by_cell or combo == first:  # the log's overlap with the family: one row per cell and seed
+            overlap += [row] if (row := overlap_row(summary, labels)) else []
         stages = summary.get("stage_seconds", summary.get("timings_s", {}))
         timings.append({key: combo, "seed": r.labels["seed"], **stages})
-    return est_rows, met_rows, timings, first
+    return est_rows, met_rows, timings, overlap, first
 
 
 def _fidelity(spec, runs: list, finished: list[bool]) -> list[dict]:
@@ -80,7 +84,8 @@ def _fidelity(spec, runs: list, finished: list[bool]) -> list[dict]:
 def write_report(spec, runs: list, finished: list[bool]) -> Path:
     """Write the grid's tables and plots into `spec.out` (and a copy of the table to `spec.report`)."""
     out = Path(spec.out)
-    est_rows, met_rows, timings, first = _rows(spec, runs, finished)
+    key = CELL_AXIS if CELL_AXIS in spec.axes else "variant"
+    est_rows, met_rows, timings, overlap, first = _rows(spec, runs, finished)
     if not met_rows:
         raise RuntimeError(f"grid {spec.name}: no finished runs to report")
     met_rows.sort(key=lambda r: estimator_rank(r["estimator"]))  # uncalibrated ADWM first (stable otherwise)
@@ -118,6 +123,19 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
         shown = [r for r in est_rows if r["variant"] == first or r["estimator"].startswith("adwm")]
         plot_scatter(shown, out / "scatter.png", f"J vs J_hat: {spec.name}")
         groups = {"": shown}
+    if overlap:
+        write_csv(out / "overlap.csv", overlap)
+        parts += [
+            "",
+            "## Overlap of the log with each family",
+            "",
+            "The median over the family's policies of the importance weights' effective sample size (per episode, "
+            "the product of the per-step ratios), as a share of the logged episodes: with exact behaviour "
+            "probabilities and with those of the behaviour model fitted on the log (`_est`). Low shares are the "
+            "regime where importance sampling fails and a world model need not.",
+            "",
+            overlap_table(overlap, key, spec.ci_resamples, spec.ci_level),
+        ]
     fidelity = _fidelity(spec, runs, finished)
     if fidelity:
         write_csv(out / "fidelity.csv", fidelity)
@@ -133,7 +151,6 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
             "",
             fidelity_table(fidelity, spec.ci_resamples, spec.ci_level),
         ]
-    key = CELL_AXIS if CELL_AXIS in spec.axes else "variant"
     for name, rows in groups.items():
         for seed in seeds:
             picked = [r for r in rows if r["seed"] == seed]
