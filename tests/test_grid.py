@@ -276,3 +276,19 @@ def test_committed_budget_grids_share_the_log_and_fit_one_world_model_a_budget(n
     assert "evaluate.calibration=none" in spec.overrides and not set(spec.seeds) & {0, 1, 2}
     for overrides in spec.axes["budget"].values():
         assert all(o.split(".")[0] in ("fit", "data", "ope") for o in overrides)
+
+
+def test_committed_regimes_benchmark_has_a_heuristic_family_cell_and_a_long_horizon_cell():
+    from adwm.sweeps.benchmark import benchmark_grid
+
+    spec = benchmark_grid(load_config(["experiment=regimes"], "benchmark"), ["experiment=regimes"])
+    cells = {name: load_config([*o, "seed=0"], "quickstart") for name, o in spec.axes["cell"].items()}
+    assert list(cells) == ["builtin_heuristic", "builtin_long", "shop", "multihop"]
+    behaviour = [b.policy for b in cells["builtin_heuristic"].collect.behaviour]
+    assert {p.kind for p in behaviour} == {"heuristic"} and all(p.eps == 0 for p in behaviour)  # no uniform share
+    assert cells["builtin_heuristic"].evaluate.calibration == "none"
+    default = load_config([], "quickstart")
+    assert cells["builtin_long"].env.max_steps == 2 * default.env.max_steps
+    assert cells["builtin_long"].env.builtin.min_gold_steps >= default.env.builtin.max_gold_steps  # the longest before
+    assert cells["shop"].env.name == "shop" and cells["multihop"].env.name == "multihop"
+    assert spec.report == "docs/results/regimes.md"

@@ -25,6 +25,12 @@ def family_policies(policy: PolicyConfig, family: FamilyConfig) -> list[PolicyCo
             raise ValueError(f"family.eps[{k}]: expected a value in [0, 1], got {eps}")
         out.append(dataclasses.replace(policy, name=f"{policy.name}_eps{eps:g}", eps=eps))
     out += list(family.off_path) + list(family.optional)
+    for p in out:  # simulation and the baselines score an evaluated agent by its model (or none: uniform)
+        if p.kind == "heuristic":
+            raise ValueError(
+                f"family: policy '{p.name}' is a heuristic player (kind=heuristic), which writes behaviour logs "
+                "(collect.behaviour) but is not evaluated; evaluated agents are kind=llm or uniform"
+            )
     names = [p.name for p in out]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

@@ -8,14 +8,14 @@ from adwm.policies.prompt import DEFAULT_TEMPLATE
 from adwm.runtime.checks import at_least, in_range, one_of
 from adwm.runtime.devices import check_device
 
-POLICY_KINDS = ("llm", "uniform")
+POLICY_KINDS = ("llm", "uniform", "heuristic")  # heuristic: a scripted player, for behaviour logs only
 MODES = ("score", "generate")
 
 
 @dataclass
 class PolicyConfig:
     name: str = "agent"  # id written to episode logs and result tables; unique per run
-    kind: str = "llm"  # llm | uniform
+    kind: str = "llm"  # llm | uniform | heuristic (policies/heuristic.py; temperature is its noise)
     model: str = ""  # Hugging Face name or local directory (save_pretrained)
     tokenizer: str | None = None  # defaults to `model`
     gguf_file: str | None = None  # file inside `model` for GGUF checkpoints (needs the gguf package)

@@ -170,6 +170,11 @@ def behaviour_policies(cfg: DictConfig, logged: dict[str, dict], log: str) -> li
                 f"'{log}' (data.log); evaluate.calibration needs the agents that wrote it "
                 f"(logged policies: {sorted(logged)}), or evaluate.calibration=none"
             )
+        if entry.policy.kind == "heuristic":
+            raise ValueError(
+                f"collect.behaviour[{k}].policy.kind: '{entry.policy.name}' is a heuristic player, which "
+                "simulation does not run (it reads text and history, not latents); evaluate.calibration=none"
+            )
         out.append(entry.policy)
     return out
 
