@@ -68,3 +68,22 @@ def test_calibration_refuses_a_heuristic_behaviour_agent_by_name():
     cfg = load_config(["collect.behaviour=[{policy: {name: scripted, kind: heuristic, temperature: 0.5}}]"])
     with pytest.raises(ValueError, match=r"collect.behaviour\[0\].policy.kind: 'scripted' is a heuristic player"):
         behaviour_policies(cfg, {"scripted": {"J": 0.1}}, "log.jsonl")
+
+
+@pytest.mark.slow  # ~80 s: a smoke main job; in the CI selection
+def test_the_main_job_runs_on_a_log_written_by_heuristic_players(tmp_path):
+    """Behaviour of another family end to end: the evaluated LLM agents are estimated from a log that only
+    the scripted players wrote (calibration off), every baseline with exact and estimated propensities,
+    and the summary states the log's overlap with each evaluated policy."""
+    import json
+
+    from adwm.cli import main
+
+    args = ["quickstart", "experiment=smoke", "collect=heuristic_players", "evaluate.calibration=none"]
+    assert main([*args, f"run.root={tmp_path}"]) == 0
+    episodes = read_episodes(tmp_path / "collect" / "episodes.jsonl", privileged=True)
+    assert {e.policy for e in episodes} <= {"heuristic_t0.3", "heuristic_t1"}
+    summary = json.loads((tmp_path / "quickstart" / "summary.json").read_text())
+    for p in summary["policies"]:
+        assert np.isfinite(p["estimates"]["adwm"]) and np.isfinite(p["estimates"]["wis_est"])
+        assert 0 < p["ess"]["is"] <= p["n_episodes"] == len(episodes)
