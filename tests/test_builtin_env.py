@@ -119,3 +119,11 @@ def test_unknown_env_name_is_named():
         match=r"env.name: expected one of \['builtin', 'scienceworld', 'textworld', 'shop', 'multihop'\], got 'nope'",
     ):
         make_env(EnvConfig(name="nope"))
+
+
+def test_gold_plan_bounds_no_world_meets_are_a_named_error():
+    from adwm.envs.builtin import BuiltinEnvConfig
+
+    small = BuiltinEnvConfig(min_rooms=2, max_rooms=2, locked_door_prob=0.0, min_gold_steps=40, max_gold_steps=60)
+    with pytest.raises(ValueError, match=r"env.builtin.min_gold_steps: no world of 2000 sampled for seed 5 .* 40-60"):
+        BuiltinEnv(small).reset(5)

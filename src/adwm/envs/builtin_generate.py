@@ -34,17 +34,27 @@ class GenerationConfig:
     max_gold_steps: int = 15
 
 
+MAX_SAMPLES = 2000  # worlds tried per seed before the bounds are called unreachable (a few seconds)
+
+
 def generate(seed: int, cfg: GenerationConfig, solve) -> tuple[Layout, State, list[Action]]:
     """Sample worlds from `random.Random(seed)` until one is solvable within the step bounds.
 
-    `solve(layout, state)` returns an optimal action list or None.
+    `solve(layout, state)` returns an optimal action list or None. Settings no world meets (gold plans
+    longer than the rooms, containers and doors allow) are a named error, not an endless search.
     """
     rng = random.Random(seed)
-    while True:
+    for _ in range(MAX_SAMPLES):
         layout, state = _sample(rng, cfg)
         plan = solve(layout, state)
         if plan is not None and cfg.min_gold_steps <= len(plan) <= cfg.max_gold_steps:
             return layout, state, plan
+    raise ValueError(
+        f"env.builtin.min_gold_steps: no world of {MAX_SAMPLES} sampled for seed {seed} has a gold plan of "
+        f"{cfg.min_gold_steps}-{cfg.max_gold_steps} steps with {cfg.min_rooms}-{cfg.max_rooms} rooms, "
+        f"{cfg.max_containers} containers and locked_door_prob {cfg.locked_door_prob}; lower "
+        "env.builtin.min_gold_steps or allow more rooms, containers or locked doors"
+    )
 
 
 def _sample(rng: random.Random, cfg: GenerationConfig) -> tuple[Layout, State]:
