@@ -2,7 +2,7 @@
 
 Each rollout starts from a logged initial observation (real text, encoded) with
 its logged admissible list. Then, batched over rollouts: the agent reads the
-latent (soft tokens, or the nearest logged text) and picks among the candidate
+latent (the nearest logged text, by default; or soft tokens) and picks among the candidate
 actions (eps-greedy and temperature act on that same set) -> guided denoising
 gives z_{t+1}, snapped to the nearest logged latent (`snap`) -> the reward and
 termination heads score the transition -> the next candidate set is the logged
