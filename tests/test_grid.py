@@ -292,3 +292,18 @@ def test_committed_regimes_benchmark_has_a_heuristic_family_cell_and_a_long_hori
     assert cells["builtin_long"].env.builtin.min_gold_steps >= default.env.builtin.max_gold_steps  # the longest before
     assert cells["shop"].env.name == "shop" and cells["multihop"].env.name == "multihop"
     assert spec.report == "docs/results/regimes.md"
+
+
+def test_overlap_is_the_median_share_of_effective_episodes_over_the_family():
+    from adwm.sweeps.report import overlap_row, overlap_table
+
+    def policy(ess, ess_est):
+        return {"n_episodes": 200, "ess": {"is": ess, "is_est": ess_est}}
+
+    summary = {"policies": [policy(2.0, 1.0), policy(20.0, 1.0), policy(100.0, 3.0)]}
+    row = overlap_row(summary, {"cell": "a", "seed": 0})
+    assert row == {"cell": "a", "seed": 0, "ess_is": pytest.approx(0.1), "ess_is_est": pytest.approx(0.005)}
+    assert overlap_row({"policies": [{"name": "p"}]}, {"cell": "a"}) is None  # a run without baselines
+    other = overlap_row({"policies": [policy(60.0, 2.0)]}, {"cell": "a", "seed": 1})
+    table = overlap_table([row, other], "cell", 200, 0.95)
+    assert table.splitlines()[2].startswith("| a | 0.20 [0.10, 0.30] | 0.01 [")

@@ -155,9 +155,9 @@ def plot_metric(agg: dict[tuple, dict], row_key: int, col_key: int | None, metri
     save_figure(fig, path)
 
 
-OVERLAP_METRICS = (
-    ("ess_is", "median IS ESS, exact behaviour (share of episodes)"),
-    ("ess_is_est", "median IS ESS, estimated behaviour (share of episodes)"),
+OVERLAP_METRICS = (  # (column, the estimator whose weights it reads, title)
+    ("ess_is", "is", "median IS ESS, exact behaviour (share of episodes)"),
+    ("ess_is_est", "is_est", "median IS ESS, estimated behaviour (share of episodes)"),
 )
 
 
@@ -168,21 +168,21 @@ def overlap_row(summary: dict, labels: dict) -> dict | None:
     if not rows:
         return None
     out = dict(labels)
-    for key, _ in OVERLAP_METRICS:
-        shares = [p["ess"][key[4:]] / p["n_episodes"] for p in rows if p.get("ess", {}).get(key[4:]) is not None]
-        out[key] = float(np.median(shares)) if shares else None
+    for column, estimator, _ in OVERLAP_METRICS:
+        shares = [p["ess"][estimator] / p["n_episodes"] for p in rows if p.get("ess", {}).get(estimator) is not None]
+        out[column] = float(np.median(shares)) if shares else None
     return out
 
 
 def overlap_table(rows: list[dict], key: str, n_boot: int, level: float) -> str:
     """One row per `key` value (a cell): each overlap metric's mean over seeds with its CI."""
     lines = [
-        f"| {key} | " + " | ".join(t for _, t in OVERLAP_METRICS) + " |",
+        f"| {key} | " + " | ".join(t for *_, t in OVERLAP_METRICS) + " |",
         "|---" * (len(OVERLAP_METRICS) + 1) + "|",
     ]
     for name in dict.fromkeys(r[key] for r in rows):
         cells = []
-        for m, _ in OVERLAP_METRICS:
+        for m, *_ in OVERLAP_METRICS:
             values = [np.nan if r.get(m) is None else r[m] for r in rows if r[key] == name]
             cells.append(fmt(mean_ci(values, n_boot, level, seed=0)) if any(np.isfinite(values)) else "")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
