@@ -116,7 +116,7 @@ def test_uniform_and_factory(tiny_lm_dir):
     eps1 = build_policy(PolicyConfig(name="r", model="runs/never/made", eps=1.0))  # loads no model
     assert eps1.log_prob(state, state.admissible[0]) == pytest.approx(-np.log(len(state.admissible)))
     with pytest.raises(
-        ValueError, match=r"kind: expected one of \['llm', 'uniform'\], got 'oracle' \(policy 'agent'\)"
+        ValueError, match=r"kind: expected one of \['llm', 'uniform', 'heuristic'\], got 'oracle' \(policy 'agent'\)"
     ):
         build_policy(PolicyConfig(kind="oracle"))
 
