@@ -161,7 +161,7 @@ def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
 
 
 def test_fidelity_table_means_each_world_over_seeds():
-    from adwm.sweeps.report import fidelity_rows, fidelity_table
+    from adwm.sweeps.report import FIDELITY_METRICS, fidelity_rows, mean_ci_table
 
     def metrics(acc, stay):
         m = {f"fidelity/state_acc@{k}": acc for k in (1, 5, 10)} | {"fidelity/return_corr": 0.5}
@@ -172,7 +172,7 @@ def test_fidelity_table_means_each_world_over_seeds():
     rows = fidelity_rows(metrics(0.2, 0.9), "full", 0) + fidelity_rows(metrics(0.4, 0.7), "full", 1)
     rows += fidelity_rows(metrics(0.6, 0.0), "other", 0, controls=False)
     assert [r["row"] for r in rows].count("stay") == 2 and len(rows) == 7
-    table = fidelity_table(rows, 200, 0.95).splitlines()
+    table = mean_ci_table(rows, "row", FIDELITY_METRICS, 200, 0.95, "world").splitlines()
     assert table[0].startswith("| world | state acc @1 | state acc @5 | state acc @10 | return corr |")
     learned = next(line for line in table if line.startswith("| learned (full) |")).split(" | ")
     assert learned[1].startswith("0.30 [0.20, 0.40]") and learned[4].startswith("0.50 [0.50, 0.50]")
@@ -295,7 +295,7 @@ def test_committed_regimes_benchmark_has_a_heuristic_family_cell_and_a_long_hori
 
 
 def test_overlap_is_the_median_share_of_effective_episodes_over_the_family():
-    from adwm.sweeps.report import overlap_row, overlap_table
+    from adwm.sweeps.report import OVERLAP_METRICS, mean_ci_table, overlap_row
 
     def policy(ess, ess_est):
         return {"n_episodes": 200, "ess": {"is": ess, "is_est": ess_est}}
@@ -305,5 +305,5 @@ def test_overlap_is_the_median_share_of_effective_episodes_over_the_family():
     assert row == {"cell": "a", "seed": 0, "ess_is": pytest.approx(0.1), "ess_is_est": pytest.approx(0.005)}
     assert overlap_row({"policies": [{"name": "p"}]}, {"cell": "a"}) is None  # a run without baselines
     other = overlap_row({"policies": [policy(60.0, 2.0)]}, {"cell": "a", "seed": 1})
-    table = overlap_table([row, other], "cell", 200, 0.95)
+    table = mean_ci_table([row, other], "cell", OVERLAP_METRICS, 200, 0.95)
     assert table.splitlines()[2].startswith("| a | 0.20 [0.10, 0.30] | 0.01 [")

@@ -53,6 +53,11 @@ class EpochShuffle(Sampler[int]):
         return iter(torch.randperm(self.n, generator=gen).tolist())
 
 
+def read_log(cfg: DataConfig, env: str | None = None) -> list[Episode]:
+    """The episodes of `cfg.log` the world model learns from: the first `cfg.max_episodes` (0: all)."""
+    return read_episodes(cfg.log, env=env)[: cfg.max_episodes or None]
+
+
 class TrajectoryDataModule(L.LightningDataModule):
     def __init__(self, cfg: DataConfig, seed: int = 0, env: str | None = None) -> None:
         super().__init__()
@@ -68,7 +73,7 @@ class TrajectoryDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_items:
             return
-        episodes = read_episodes(self.cfg.log, env=self.env)[: self.cfg.max_episodes or None]
+        episodes = read_log(self.cfg, self.env)
         obs_index: dict[str, int] = {}
         act_index: dict[str, int] = {}
         task_index: dict[str, int] = {}

@@ -45,9 +45,12 @@ class HeuristicPolicy(Policy):
         taken = {action for _, action in state.history}
         out = []
         for action in state.admissible:
-            words = content_words(action)
-            verb = action.split()[0].lower() if action.split() else ""
-            score = len(words & task) - self.repeat_penalty * (action in taken) - self.info_penalty * (verb in _INFO)
+            verb = (action.split() or [""])[0].lower()
+            score = (
+                len(content_words(action) & task)
+                - self.repeat_penalty * (action in taken)
+                - self.info_penalty * (verb in _INFO)
+            )
             out.append(score)
         return np.asarray(out, dtype=np.float64)
 

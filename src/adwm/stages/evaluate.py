@@ -16,8 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from adwm.data.datamodule import TrajectoryDataModule
-from adwm.data.schema import read_episodes
+from adwm.data.datamodule import TrajectoryDataModule, read_log
 from adwm.envs.registry import make_env
 from adwm.evaluation.bootstrap import mean_interval
 from adwm.evaluation.family import family_policies
@@ -187,7 +186,7 @@ def _policies(cfg: DictConfig, ecfg: EvaluateConfig) -> tuple[list, list, dict]:
     if ecfg.calibration != "none":
         data = OmegaConf.to_object(cfg.data)
         log = data.log
-        logged = logged_values(read_episodes(log, env=cfg.env.name)[: data.max_episodes or None], cfg.env.gamma)
+        logged = logged_values(read_log(data, cfg.env.name), cfg.env.gamma)
         behaviour = behaviour_policies(cfg, logged, log)
     for group, policies in (("family policy", family), ("behaviour agent", behaviour)):
         for p in policies:

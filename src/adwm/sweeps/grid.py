@@ -70,6 +70,7 @@ class Run:
     tags: list[str] = field(default_factory=list)  # W&B tags: the labels and the axis overrides
     data_key: str = ""  # runs with equal keys share agents, logs, ground truth
     fit_key: str = ""  # ... and the world model, projectors and baselines
+    fit_dir: Path | None = None  # the world model's folder (run.fit), shared by the runs of one fit key
 
 
 def load_spec(path: str | Path) -> GridSpec:
@@ -133,7 +134,7 @@ def expand(spec: GridSpec) -> list[Run]:
             ]
             axis_ovr = [o for _, (_, os_) in zip(axes, combo) for o in os_]
             tags = list(dict.fromkeys([f"{k}={v}" for k, v in labels.items()] + axis_ovr))
-            runs.append(Run(rid, labels, ovr, out / "runs" / rid, [t[:64] for t in tags], data_key, fit_key))
+            runs.append(Run(rid, labels, ovr, out / "runs" / rid, [t[:64] for t in tags], data_key, fit_key, fit_dir))
     return runs
 
 

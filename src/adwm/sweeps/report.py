@@ -174,21 +174,6 @@ def overlap_row(summary: dict, labels: dict) -> dict | None:
     return out
 
 
-def overlap_table(rows: list[dict], key: str, n_boot: int, level: float) -> str:
-    """One row per `key` value (a cell): each overlap metric's mean over seeds with its CI."""
-    lines = [
-        f"| {key} | " + " | ".join(t for *_, t in OVERLAP_METRICS) + " |",
-        "|---" * (len(OVERLAP_METRICS) + 1) + "|",
-    ]
-    for name in dict.fromkeys(r[key] for r in rows):
-        cells = []
-        for m, *_ in OVERLAP_METRICS:
-            values = [np.nan if r.get(m) is None else r[m] for r in rows if r[key] == name]
-            cells.append(fmt(mean_ci(values, n_boot, level, seed=0)) if any(np.isfinite(values)) else "")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def fidelity_rows(metrics: dict, label: str, seed, controls: bool = True, scope: str | None = None) -> list[dict]:
     """Rows of one fit's fidelity metrics (`metrics.json`'s `metrics`): the learned model under `label`, and
     (`controls`) the controls' state accuracies on the same replays, named with `scope` (a benchmark's cell)
@@ -204,19 +189,20 @@ def fidelity_rows(metrics: dict, label: str, seed, controls: bool = True, scope:
     return rows
 
 
-def fidelity_table(rows: list[dict], n_boot: int, level: float) -> str:
-    """Rows: each fit's learned model and the controls; columns: the fidelity metrics (mean and CI over seeds)."""
-    groups: dict[str, list[dict]] = {}
-    for r in rows:
-        groups.setdefault(r["row"], []).append(r)
+def mean_ci_table(
+    rows: list[dict], key: str, columns: Sequence[tuple], n_boot: int, level: float, label: str | None = None
+) -> str:
+    """One line per value of `rows[key]` (first-seen order), one column per `(field, ..., title)` of `columns`:
+    the field's mean over those rows (seeds) with its CI; a None field is a failure, a column with no value
+    left blank. The first header cell is `label` (default: `key`)."""
     lines = [
-        "| world | " + " | ".join(t for _, t in FIDELITY_METRICS) + " |",
-        "|---" * (len(FIDELITY_METRICS) + 1) + "|",
+        f"| {label or key} | " + " | ".join(c[-1] for c in columns) + " |",
+        "|---" * (len(columns) + 1) + "|",
     ]
-    for name, rs in groups.items():
+    for name in dict.fromkeys(r[key] for r in rows):
         cells = []
-        for k, _ in FIDELITY_METRICS:
-            values = [r.get(k) for r in rs]
+        for field, *_ in columns:
+            values = [r.get(field) for r in rows if r[key] == name]
             known = [np.nan if v is None else v for v in values]
             cells.append(fmt(mean_ci(known, n_boot, level, seed=0)) if any(v is not None for v in values) else "")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")

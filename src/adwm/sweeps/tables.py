@@ -13,18 +13,19 @@ from adwm.evaluation.plots import plot_scatter
 from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json
 from adwm.sweeps.report import (
     ESTIMATOR_NOTE,
+    FIDELITY_METRICS,
+    OVERLAP_METRICS,
     TABLE_METRICS,
     aggregate,
     estimate_rows,
     estimates_table,
     estimator_rank,
     fidelity_rows,
-    fidelity_table,
     markdown_table,
+    mean_ci_table,
     metric_rows,
     metrics_table,
     overlap_row,
-    overlap_table,
     plot_metric,
     timing_table,
     write_csv,
@@ -68,8 +69,7 @@ def _fidelity(spec, runs: list, finished: list[bool]) -> list[dict]:
     from the first fit of each seed and cell (they depend on the log alone)."""
     rows, seen, controlled = [], set(), set()
     for r, done in zip(runs, finished):
-        fit = next((o.split("=", 1)[1] for o in reversed(r.overrides) if o.startswith("run.fit=")), None)
-        path = Path(fit) / "metrics.json" if fit else None
+        path = r.fit_dir / "metrics.json" if r.fit_dir else None
         if not done or path is None or path in seen or not path.is_file():
             continue
         seen.add(path)
@@ -134,7 +134,7 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
             "probabilities and with those of the behaviour model fitted on the log (`_est`). Low shares are the "
             "regime where importance sampling fails and a world model need not.",
             "",
-            overlap_table(overlap, key, spec.ci_resamples, spec.ci_level),
+            mean_ci_table(overlap, key, OVERLAP_METRICS, spec.ci_resamples, spec.ci_level),
         ]
     fidelity = _fidelity(spec, runs, finished)
     if fidelity:
@@ -149,7 +149,7 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
             "and action) on the same replays; the correlation of simulated and logged returns; the simulated "
             "probability that an episode ends against the logged rate.",
             "",
-            fidelity_table(fidelity, spec.ci_resamples, spec.ci_level),
+            mean_ci_table(fidelity, "row", FIDELITY_METRICS, spec.ci_resamples, spec.ci_level, "world"),
         ]
     for name, rows in groups.items():
         for seed in seeds:
