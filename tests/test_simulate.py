@@ -23,6 +23,7 @@ from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.sampling import action_log_probs, uses_model
+from adwm.runtime import costs
 from adwm.simulation.config import CANDIDATE_RULES, SimulateConfig
 from adwm.simulation.readers import NearestTextReader
 from adwm.simulation.simulate import logged_reward_range, logged_starts, next_candidates, simulate
@@ -72,6 +73,40 @@ def test_the_text_reader_scores_the_logged_text_of_the_state_a_latent_snaps_to(w
     states = [AgentState(t, bank.texts[i], [], c) for t, i, c in zip(tasks, rows, candidates)]
     for got, want in zip(scores, agent.action_scores(states)):
         np.testing.assert_allclose(got.numpy(), np.asarray(want, dtype=np.float32), rtol=1e-6)
+
+
+def test_the_text_readers_of_one_checkpoint_share_their_scores_and_a_new_action_is_scored_alone(world, bc_agent_dir):
+    """Scores depend on the checkpoint, the prompt, the task, the logged text and the action: a reader of the
+    same agent at another temperature and eps reads the shared cache (no forward pass, the same scores);
+    an action not scored yet costs one state; another prompt has its own entries."""
+    wm, _ = world
+    bank = wm.proposal_bank
+    z = bank.latents[[0, 3]] + 1e-4
+    tasks = ["Put the apple in the box."] * 2
+    cache: dict = {}
+    first = PolicyConfig(name="a", model=bc_agent_dir, history_turns=0)
+    other = PolicyConfig(name="b", model=bc_agent_dir, history_turns=0, temperature=2.0, eps=0.5)
+    reworded = PolicyConfig(
+        name="c", model=bc_agent_dir, history_turns=0, prompt_template="Goal: {task}\n{observation}\n>"
+    )
+
+    def read(pcfg, candidates):
+        with costs.recording() as record:
+            got = NearestTextReader(wm, LLMPolicy(pcfg), cache).scores(z, tasks, candidates)
+        return got, record.counts.get("agent/states_read", 0)
+
+    want, n = read(first, [["look", "inventory"], ["look"]])
+    assert n == 2
+    again, n = read(other, [["inventory", "look"], ["look"]])
+    assert n == 0
+    np.testing.assert_array_equal(again[0].numpy(), want[0].numpy()[::-1])
+    np.testing.assert_array_equal(again[1].numpy(), want[1].numpy())
+    more, n = read(other, [["look", "inventory"], ["look", "go to the hallway"]])
+    assert n == 1
+    alone = LLMPolicy(first).action_scores([AgentState(tasks[1], bank.texts[3], [], ["go to the hallway"])])[0]
+    np.testing.assert_allclose(more[1].numpy()[1], np.float32(alone[0]), rtol=1e-5)
+    _, n = read(reworded, [["look", "inventory"], ["look"]])
+    assert n == 2
 
 
 def test_simulation_is_deterministic_for_a_seed_and_reads_text(world, bc_agent_dir):

@@ -29,7 +29,7 @@ from torch import nn
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.guidance.config import TailConfig
 from adwm.policies.base import AgentState
-from adwm.policies.config import PolicyConfig
+from adwm.policies.config import PolicyConfig, score_key
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.sampling import action_log_probs
 from adwm.policies.wrappers import eps_mixture
@@ -111,12 +111,12 @@ def _choice_log_probs(
     """log pi_e(a|o) of each logged action for an agent that chooses from the admissible list."""
     if llm_policy is None:
         scores = [np.zeros(len(s.admissible)) for s in states]
-    elif score_cache is not None and policy_cfg.model in score_cache:
-        scores = score_cache[policy_cfg.model]
+    elif score_cache is not None and ("logged", score_key(policy_cfg)) in score_cache:
+        scores = score_cache[("logged", score_key(policy_cfg))]
     else:
         scores = llm_policy.action_scores(states)
         if score_cache is not None:
-            score_cache[policy_cfg.model] = scores
+            score_cache[("logged", score_key(policy_cfg))] = scores
     return torch.tensor(
         [
             float(action_log_probs(torch.as_tensor(sc), policy_cfg)[x["admissible"].index(x["action"])])

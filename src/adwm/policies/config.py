@@ -48,6 +48,21 @@ class PolicyConfig:
             raise ValueError(f"{err} (policy '{self.name}')") from None
 
 
+def score_key(cfg: PolicyConfig) -> tuple:
+    """What an agent's temperature-1 action scores depend on besides the state: its checkpoint and prompt.
+    Policies of a family that differ only in temperature, eps or name share it."""
+    return (
+        cfg.kind,
+        cfg.model,
+        cfg.tokenizer,
+        cfg.gguf_file,
+        cfg.prompt_template,
+        cfg.action_suffix,
+        cfg.history_turns,
+        cfg.dtype,
+    )
+
+
 @dataclass
 class TinyModelConfig:
     vocab_size: int = 1024  # environment text is a small closed vocabulary; words become single tokens

@@ -11,7 +11,9 @@ import numpy as np
 import torch
 
 from adwm.policies.base import AgentState
+from adwm.policies.config import score_key
 from adwm.policies.llm import LLMPolicy
+from adwm.runtime import costs
 
 
 class LatentReader(Protocol):
@@ -37,19 +39,39 @@ class SoftTokenReader:
 
 class NearestTextReader:
     """pi_e reads the text of the nearest logged observation (no projector); not differentiable, so a gradient
-    through the agent's reading (guidance.continuation=full with guidance.method=gradient) needs the projector."""
+    through the agent's reading (guidance.continuation=full with guidance.method=gradient) needs the projector.
 
-    def __init__(self, world_model, policy: LLMPolicy) -> None:
+    The agent's score of an action depends only on the prompt (the task and the logged observation: the
+    reader keeps no history) and the action, so scores are kept in `cache` (one dict per checkpoint and
+    prompt, `score_key`), shared by every policy of a family that reads with the same agent: a state read
+    again, by this rollout, another one or another policy, costs no forward pass."""
+
+    def __init__(self, world_model, policy: LLMPolicy, cache: dict | None = None) -> None:
         bank = world_model.proposal_bank
         if bank is None or bank.texts is None:
             raise RuntimeError("ablation.projector=false: the world model has no bank of logged texts (fit builds it)")
         self.world_model, self.policy, self.texts = world_model, policy, bank.texts
+        self.cache: dict[tuple[str, int], dict[str, float]] = (
+            {} if cache is None else cache.setdefault(("reader", score_key(policy.cfg)), {})
+        )
 
     @torch.no_grad()
     def scores(self, z: torch.Tensor, tasks: list[str], candidates: list[list[str]]) -> list[torch.Tensor]:
         nearest = self.world_model.proposal_bank.nearest(z).tolist()
-        states = [AgentState(t, self.texts[i], [], list(c)) for t, i, c in zip(tasks, nearest, candidates)]
-        return [torch.as_tensor(s, dtype=torch.float32) for s in self.policy.action_scores(states)]
+        known = [self.cache.setdefault((t, i), {}) for t, i in zip(tasks, nearest)]
+        missing = {}  # (task, bank row) -> actions not scored yet, in first-seen order
+        for t, i, c, k in zip(tasks, nearest, candidates, known):
+            new = [a for a in c if a not in k]
+            if new:
+                todo = missing.setdefault((t, i), [])
+                todo += [a for a in new if a not in todo]
+        costs.count("reader/states", len(tasks))
+        costs.count("reader/states_scored", len(missing))
+        if missing:
+            states = [AgentState(t, self.texts[i], [], todo) for (t, i), todo in missing.items()]
+            for (key, todo), scored in zip(missing.items(), self.policy.action_scores(states)):
+                self.cache[key].update(zip(todo, scored.tolist()))
+        return [torch.tensor([k[a] for a in c], dtype=torch.float32) for c, k in zip(candidates, known)]
 
     @torch.no_grad()
     def write(self, z: torch.Tensor, tasks: list[str], rngs: Sequence[np.random.Generator]) -> list[str]:
