@@ -7,9 +7,11 @@ import gc
 import json
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from adwm.data.play import EpisodeJob, run_episodes
 from adwm.data.schema import read_episodes
@@ -243,3 +245,24 @@ def test_unknown_task_is_named(gold_dir):
             e.reset(0)
     finally:
         e.close()
+
+
+@pytest.mark.slow
+def test_the_regimes_long_scienceworld_cell_has_gold_paths_longer_than_find_tasks(gold_dir):
+    """The `scienceworld_long` cell of experiment=regimes: on its test variations the gold paths run past the
+    find-* tasks' longest (10 steps) and fit its step limit."""
+    from adwm.config import load_config
+    from adwm.sweeps.benchmark import benchmark_grid
+
+    spec = benchmark_grid(load_config(["experiment=regimes"], "benchmark"), ["experiment=regimes"])
+    env_cfg = OmegaConf.to_object(load_config([*spec.axes["cell"]["scienceworld_long"], "seed=0"], "quickstart").env)
+    tasks = env_cfg.scienceworld.tasks
+    env = ScienceWorldEnv(replace(env_cfg.scienceworld, gold_cache=str(gold_dir)), env_cfg.max_steps)
+    try:
+        lengths = []
+        for seed in range(len(tasks)):
+            env.reset(seed)
+            lengths.append(len(env.gold_actions()))
+    finally:
+        env.close()
+    assert min(lengths) > 10 and max(lengths) <= env_cfg.max_steps, dict(zip(tasks, lengths))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from omegaconf import OmegaConf
 
 pytest.importorskip("textworld")
 
@@ -141,3 +144,21 @@ def test_collect_on_textworld_writes_valid_logs(tmp_path, cache):
 def test_bad_config_is_named(cfg, message):
     with pytest.raises(ValueError, match=message):
         TextWorldEnv(cfg)
+
+
+@pytest.mark.slow
+def test_the_regimes_long_textworld_cell_has_walkthroughs_of_twenty_steps_or_more(tmp_path):
+    """The `textworld_long` cell of experiment=regimes: its first games' winning plans are 20+ steps, about
+    twice the textworld_cooking cell's (9-12), and fit its step limit."""
+    from adwm.config import load_config
+    from adwm.sweeps.benchmark import benchmark_grid
+
+    spec = benchmark_grid(load_config(["experiment=regimes"], "benchmark"), ["experiment=regimes"])
+    env_cfg = OmegaConf.to_object(load_config([*spec.axes["cell"]["textworld_long"], "seed=0"], "quickstart").env)
+    env = TextWorldEnv(replace(env_cfg.textworld, games=2, cache=str(tmp_path)), env_cfg.max_steps)
+    lengths = []
+    for seed in range(2):
+        env.reset(seed)
+        lengths.append(len(env.gold_actions()))
+    env.close()
+    assert min(lengths) >= 20 and max(lengths) <= env_cfg.max_steps, lengths

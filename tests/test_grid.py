@@ -283,13 +283,26 @@ def test_committed_regimes_benchmark_has_a_heuristic_family_cell_and_a_long_hori
 
     spec = benchmark_grid(load_config(["experiment=regimes"], "benchmark"), ["experiment=regimes"])
     cells = {name: load_config([*o, "seed=0"], "quickstart") for name, o in spec.axes["cell"].items()}
-    assert list(cells) == ["builtin_heuristic", "builtin_long", "shop", "multihop"]
+    assert list(cells) == [
+        "builtin_heuristic",
+        "builtin_long",
+        "textworld_long",
+        "scienceworld_long",
+        "shop",
+        "multihop",
+    ]
     behaviour = [b.policy for b in cells["builtin_heuristic"].collect.behaviour]
     assert {p.kind for p in behaviour} == {"heuristic"} and all(p.eps == 0 for p in behaviour)  # no uniform share
     assert cells["builtin_heuristic"].evaluate.calibration == "none"
     default = load_config([], "quickstart")
     assert cells["builtin_long"].env.max_steps == 2 * default.env.max_steps
     assert cells["builtin_long"].env.builtin.min_gold_steps >= default.env.builtin.max_gold_steps  # the longest before
+    tw, tw_long = load_config(["experiment=textworld_cooking"], "quickstart").env, cells["textworld_long"].env
+    assert tw_long.name == "textworld" and tw_long.max_steps == 2 * tw.max_steps
+    assert all(tw_long.textworld.cooking[k] > tw.textworld.cooking[k] for k in ("recipe", "take", "go"))
+    sw_long = cells["scienceworld_long"].env
+    assert sw_long.name == "scienceworld" and not any(t.startswith("find-") for t in sw_long.scienceworld.tasks)
+    assert sw_long.max_steps >= 3 * load_config(["experiment=scienceworld"], "quickstart").env.max_steps
     assert cells["shop"].env.name == "shop" and cells["multihop"].env.name == "multihop"
     assert spec.report == "docs/results/regimes.md"
 
