@@ -27,7 +27,12 @@ CASES = [
     ("gt-eps", "ground-truth", ["policy.eps=1.5"], r"policy.eps: expected a value in \[0, 1\], got 1.5"),
     ("omega-neg", "evaluate", ["guidance.omega=-1"], r"guidance.omega: expected >= 0, got -1.0"),
     ("eta-neg", "evaluate", ["guidance.eta=-0.5"], r"guidance.eta: expected >= 0, got -0.5"),
-    ("guidance-steps-0", "evaluate", ["guidance.steps=0"], r"guidance.steps: expected .*>= 1 .*eta=1.0"),
+    (
+        "guidance-steps-0",
+        "evaluate",
+        ["guidance.eta=1", "guidance.steps=0"],
+        r"guidance.steps: expected .*>= 1 .*eta=1.0",
+    ),
     ("horizon-neg", "evaluate", ["evaluate.simulate.horizon=-3"], r"evaluate.simulate.horizon: expected >= 0"),
     ("n-rollouts-0", "evaluate", ["evaluate.simulate.n_rollouts=0"], r"evaluate.simulate.n_rollouts: expected >= 1"),
     ("calibration", "evaluate", ["evaluate.calibration=affine"], r"evaluate.calibration: expected one of"),

@@ -174,8 +174,8 @@ def test_negative_projector_budget_is_a_named_error(smoke_overrides, capsys):
 
 def test_the_agents_read_text_by_default_and_the_projector_by_config(smoke_run, tmp_path, capsys, one_thread):
     """`ablation.projector=true` trains a projector per agent backbone and simulates through it; the default
-    reads the snapped state's text and needs none (test_simulate.py checks what it reads). A gradient through
-    the agent's reading without a projector is a named error."""
+    reads the snapped state's text and needs none (test_simulate.py checks what it reads), also with continuation
+    guidance on (off by default). A gradient through the agent's reading without a projector is a named error."""
     from adwm.runtime.atomic import read_json
     from helpers import reads
 
@@ -190,8 +190,17 @@ def test_the_agents_read_text_by_default_and_the_projector_by_config(smoke_run, 
         assert text[name]["settings"]["ablation"]["projector"] is False
         assert soft[name]["settings"]["ablation"]["projector"] is True
         assert math.isfinite(text[name]["J_hat_sim"]) and math.isfinite(soft[name]["J_hat_sim"])
+    # continuation guidance (off by default) through the text reader: the tail value's gradient step
+    assert main(["evaluate", *shared, "guidance.eta=1", f"evaluate.out={tmp_path}/tail.json"]) == 0
+    tail = read_json(tmp_path / "tail.json")["estimates"]
+    assert (
+        text["iter3_eps0"]["settings"]["guidance"]["eta"] == 0
+        and tail["iter3_eps0"]["settings"]["guidance"]["eta"] == 1
+    )
+    assert all(math.isfinite(tail[name]["J_hat_sim"]) for name in ("iter3_eps0", "iter3_eps1", "iter1"))
     capsys.readouterr()
-    assert main(["evaluate", *shared, "guidance.continuation=full", f"evaluate.out={tmp_path}/x.json"]) == 2
+    full = ["guidance.eta=1", "guidance.continuation=full"]
+    assert main(["evaluate", *shared, *full, f"evaluate.out={tmp_path}/x.json"]) == 2
     err = capsys.readouterr().err
     assert "guidance.continuation=full with guidance.method=gradient" in err and "ablation.projector=true" in err
     assert not (tmp_path / "x.json").exists()

@@ -193,14 +193,14 @@ def test_committed_ablation_grid_and_its_sweep_agree():
     assert variants[0] == "full" and spec.seeds == [0, 1, 2] and len(runs) == 12 * 3
     assert {
         "guidance.omega=0",
-        "guidance.eta=0",
+        "guidance.eta=1",
         "guidance.continuation=full",
         "guidance.method=resample",
         "ablation.projector=true",
     } <= {t for r in runs for t in r.tags}
     # the estimator ablations reuse the full method's world model; the swaps fit their own
     fit = {r.labels["variant"]: r.fit_key for r in runs if r.labels["seed"] == 0}
-    assert fit["no_action_guidance"] == fit["no_continuation"] == fit["projector"] == fit["full"]
+    assert fit["no_action_guidance"] == fit["continuation"] == fit["projector"] == fit["full"]
     assert fit["continuation_resample"] == fit["continuation_full"] == fit["full"]
     assert fit["world_oracle"] == fit["world_nearest"] == fit["world_stay"] == fit["full"]  # nothing refitted
     assert len({fit[v] for v in ("full", "encoder_minilm", "backbone_transformer", "frozen_encoder")}) == 4
