@@ -37,7 +37,6 @@ def test_cost_benchmark_measures_both_sides_and_names_where_the_time_goes(smoke_
     assert sim["agent_states_read"]["choose"] <= sim["rollout_steps"]
     # the text reader: every state it read is counted, and those it scored are the agent's reads of the choice
     assert sim["reader_states_scored"] == sim["agent_states_read"]["choose"] <= sim["reader_states"]
-    assert entry["agent_forward_ms"] > 0 and entry["step_over_agent_forward"] > 0
     # the ratio is taken before rounding; the seconds it is checked against are rounded to 0.1 s
     est_s, on_s = estimate["seconds"], online["seconds"]
     assert (
