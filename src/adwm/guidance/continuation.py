@@ -109,14 +109,15 @@ def _choice_log_probs(
     score_cache: dict | None,
 ) -> torch.Tensor:
     """log pi_e(a|o) of each logged action for an agent that chooses from the admissible list."""
+    key = ("logged", score_key(policy_cfg))
     if llm_policy is None:
         scores = [np.zeros(len(s.admissible)) for s in states]
-    elif score_cache is not None and ("logged", score_key(policy_cfg)) in score_cache:
-        scores = score_cache[("logged", score_key(policy_cfg))]
+    elif score_cache is not None and key in score_cache:
+        scores = score_cache[key]
     else:
         scores = llm_policy.action_scores(states)
         if score_cache is not None:
-            score_cache[("logged", score_key(policy_cfg))] = scores
+            score_cache[key] = scores
     return torch.tensor(
         [
             float(action_log_probs(torch.as_tensor(sc), policy_cfg)[x["admissible"].index(x["action"])])
