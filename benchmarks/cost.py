@@ -96,6 +96,9 @@ def _simulation(record: dict) -> dict:
         # the text reader's states and those it had no score of yet (readers.NearestTextReader's cache)
         "reader_states": counts.get("reader/states", 0),
         "reader_states_scored": counts.get("reader/states_scored", 0),
+        # a writing agent's states and those whose walk left the kept logits (policies/prefix_tree.py)
+        "writer_states": counts.get("writer/states", 0),
+        "writer_states_generated": counts.get("writer/states_generated", 0),
     }
 
 
@@ -225,8 +228,9 @@ def table(entries: dict) -> str:
         "policy. *choose*:",
         "the agent's part of a simulated step (a batched forward over the states it has no score of yet); with",
         "the text reader, whose cache serves the rest, *reads scored* is the share of its reads that needed a",
-        "forward. The rows are builtin seed 3, TextWorld seed 3 (held out) and shop / multihop seed 0; the",
-        "accuracy column is uncalibrated.",
+        "forward (for an agent that writes its actions: the share whose writing ran the model past the kept",
+        "next-token logits, `evaluate.simulate.write_cache_mb`). The rows are builtin seed 3, TextWorld and",
+        "ScienceWorld seed 3 (held out) and shop / multihop seed 0; the accuracy column is uncalibrated.",
         "",
         "| cell / settings | commit | online s | fit s (per policy) | estimate s | ratio | + calibration s |"
         " sim step ms | choose ms | step / choose | reads scored | peak MB | Spearman / nRMSE (uncal.) |",
@@ -270,10 +274,14 @@ def table(entries: dict) -> str:
 
 
 def _reads(sim: dict) -> str:
-    """The share of the text reader's states that needed a forward (the rest came from its cache)."""
-    if not sim.get("reader_states"):
-        return "-"
-    return f"{sim['reader_states_scored'] / sim['reader_states']:.0%} of {sim['reader_states']}"
+    """The share of the text reader's states that needed a forward (the rest came from its cache): scored
+    (an agent that picks) or written past the kept prefixes (an agent that writes)."""
+    parts = []
+    if sim.get("reader_states"):
+        parts.append(f"{sim['reader_states_scored'] / sim['reader_states']:.0%} of {sim['reader_states']}")
+    if sim.get("writer_states"):
+        parts.append(f"{sim['writer_states_generated'] / sim['writer_states']:.0%} of {sim['writer_states']} written")
+    return ", ".join(parts) or "-"
 
 
 def write_table() -> None:

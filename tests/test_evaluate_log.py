@@ -136,3 +136,41 @@ def test_free_form_rollouts_embed_what_the_agent_wrote(tmp_path):
     rngs = [np.random.default_rng(k) for k in range(20)]
     drawn = _written_actions(wm, PolicyConfig(name="r", eps=1.0), reader, None, ["t"] * 20, rngs)
     assert set(drawn) <= set(wm.actions) and len(set(drawn)) > 1
+
+
+def test_a_writing_agents_simulation_is_the_same_with_its_logits_kept_and_writes_less(tmp_path, tiny_lm_dir):
+    """The text reader keeps a writing agent's next-token logits per logged text (`write_cache_mb`): the
+    simulated returns are those of writing every step afresh, and a second policy of the same checkpoint at
+    another temperature reuses what the first computed."""
+    from adwm.guidance.config import GuidanceConfig
+    from adwm.runtime import costs
+    from adwm.simulation.config import SimulateConfig
+    from adwm.simulation.readers import NearestTextReader
+    from adwm.simulation.simulate import logged_starts, simulate
+    from helpers import uniform_log_world_model
+
+    dm, wm = uniform_log_world_model(tmp_path, n_episodes=6, max_steps=4, val_fraction=0.0, sampler_steps=2)
+    states = dm.logged_states("train")
+    wm.build_proposal_bank(states, [[] for _ in states])
+    cfg = SimulateConfig(n_rollouts=12, horizon=4, batch_size=12)
+    starts, cache = logged_starts(dm), {}
+
+    def run(temperature: float, mb: float, shared: dict | None) -> tuple[np.ndarray, dict]:
+        pcfg = PolicyConfig(name="w", model=tiny_lm_dir, mode="generate", temperature=temperature, max_new_tokens=5)
+        reader = NearestTextReader(wm, LLMPolicy(pcfg), shared, write_cache_mb=mb)
+        with costs.recording() as record:
+            returns = simulate(wm, pcfg, reader, starts, cfg, GuidanceConfig(eta=0.0), 0.9, 4, 0)
+        return returns, record.to_dict()["counts"]
+
+    fresh, counts = run(1.0, 0.0, None)
+    assert "writer/states" not in counts  # no tree: every state written by the model
+    kept, counts = run(1.0, 64.0, cache)
+    np.testing.assert_array_equal(kept, fresh)
+    tree = next(v for k, v in cache.items() if k[0] == "writer")
+    assert counts["writer/states"] > 0 and len(tree) > 0
+    # a greedy policy of the same checkpoint shares the tree; run again, it writes without the model
+    first, _ = run(0.0, 64.0, cache)
+    again, counts = run(0.0, 64.0, cache)
+    np.testing.assert_array_equal(again, first)
+    assert counts["writer/states_generated"] == 0 and counts.get("agent/forward_passes", 0) == 0
+    assert [k[0] for k in cache].count("writer") == 1  # one tree for the checkpoint, whatever the temperature

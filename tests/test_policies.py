@@ -229,3 +229,55 @@ def test_bad_prompt_template_is_named(tiny_lm_dir):
     policy = LLMPolicy(PolicyConfig(name="p", model=tiny_lm_dir, prompt_template="{task} {goal}"))
     with pytest.raises(ValueError, match="policy.prompt_template: unknown field 'goal'"):
         policy.log_distributions(states(1))
+
+
+def test_writing_through_a_prefix_tree_draws_what_the_agent_writes_and_reuses_its_logits(tiny_lm_dir):
+    """The tree's walk draws with the row's generator from the logits the model gave for that prompt and
+    prefix: the same texts as writing without it, for generators it has seen (no forward pass) and for new
+    ones (the model runs from where the walk left the tree)."""
+    from adwm.policies.prefix_tree import PrefixTree
+    from adwm.runtime import costs
+
+    policy = LLMPolicy(PolicyConfig(name="gen", model=tiny_lm_dir, mode="generate", temperature=1.5, max_new_tokens=5))
+    states = [AgentState("Find the apple.", o, [], None) for o in ("You are in the kitchen.", "Dark.")]
+    prompts = [policy.prompt_ids(s) for s in states for _ in range(6)]
+
+    def rngs(seed: int) -> list[np.random.Generator]:
+        return [np.random.default_rng([seed, i]) for i in range(len(prompts))]
+
+    tree = PrefixTree(max_mb=16)
+    for seed in (0, 0, 1, 2):
+        with costs.recording() as record:
+            written = policy.write(prompts, rngs(seed), tree)
+        counts = record.to_dict()["counts"]
+        assert written == policy.write(prompts, rngs(seed))
+        if seed == 0 and len(tree) == 0:
+            raise AssertionError("the first write stored nothing")
+        assert counts["writer/states"] == len(prompts)
+    # the repeated generators walked the tree to the end of every action
+    with costs.recording() as record:
+        policy.write(prompts, rngs(0), tree)
+    counts = record.to_dict()["counts"]
+    assert counts["writer/states_generated"] == 0 and counts.get("agent/forward_passes", 0) == 0
+    # the tree's logits are the model's next-token logits after prompt + prefix
+    model, _ = load_causal_lm(tiny_lm_dir)
+    prompt = tuple(prompts[0])
+    for prefix, logits in list(tree.nodes[prompt].items())[:4]:
+        with torch.no_grad():
+            want = model(torch.tensor([list(prompt) + list(prefix)])).logits[0, -1]
+        torch.testing.assert_close(logits, want, atol=1e-4, rtol=1e-4)
+
+
+def test_a_full_prefix_tree_serves_what_it_holds_and_stores_nothing_more(tiny_lm_dir):
+    from adwm.policies.prefix_tree import PrefixTree
+
+    policy = LLMPolicy(PolicyConfig(name="gen", model=tiny_lm_dir, mode="generate", temperature=1.0, max_new_tokens=4))
+    prompts = [policy.prompt_ids(AgentState("Find the apple.", "Dark.", [], None))] * 8
+    vocab = policy.model.config.vocab_size
+    tree = PrefixTree(max_mb=3 * vocab * 4 / 2**20)  # room for three nodes
+    rngs = [np.random.default_rng(i) for i in range(8)]
+    assert policy.write(prompts, rngs, tree) == policy.write(prompts, [np.random.default_rng(i) for i in range(8)])
+    assert len(tree) == 3 and tree.bytes == 3 * vocab * 4
+    assert len(PrefixTree(max_mb=0).nodes) == 0
+    with pytest.raises(ValueError, match="max_mb must be >= 0"):
+        PrefixTree(max_mb=-1)

@@ -20,9 +20,11 @@ import numpy as np
 from adwm.policies.base import AgentState, Policy
 from adwm.policies.config import PolicyConfig
 from adwm.policies.loading import load_causal_lm
+from adwm.policies.prefix_tree import PrefixTree
 from adwm.policies.prompt import render_prompt
 from adwm.policies.sampling import log_probs_np
-from adwm.policies.scoring import sample_continuations, score_continuations
+from adwm.policies.scoring import draw_token, sample_continuations, score_continuations
+from adwm.runtime import costs
 
 
 class LLMPolicy(Policy):
@@ -94,18 +96,55 @@ class LLMPolicy(Policy):
             actions[i] = text
         return actions
 
-    def write(self, prompts, rngs: Sequence[np.random.Generator]) -> list[str]:
+    def write(self, prompts, rngs: Sequence[np.random.Generator], tree: PrefixTree | None = None) -> list[str]:
         """The action text written after each prompt (token-id lists, or a left-padded (embeddings, mask)
-        pair: an agent reading soft tokens), at this policy's temperature, up to the action suffix."""
-        suffix = self.cfg.action_suffix
-        eos = self.tokenizer.eos_token_id
+        pair: an agent reading soft tokens), at this policy's temperature, up to the action suffix.
 
-        def stop(ids: list[int]) -> bool:
-            return ids[-1] == eos or suffix in self.tokenizer.decode(ids[-4:])
+        With `tree` (token-id prompts), each row first draws from the logits the tree holds for its prompt
+        and prefix, and the model runs only for the rows whose walk left the tree, from where it left;
+        the logits it computes are stored."""
+        suffix, eos, budget = self.cfg.action_suffix, self.tokenizer.eos_token_id, self.cfg.max_new_tokens
 
-        ids = sample_continuations(
-            self.model, prompts, rngs, self.pad_id, stop, self.cfg.temperature, self.cfg.max_new_tokens
-        )
+        def finished(ids: list[int]) -> bool:
+            return len(ids) >= budget or ids[-1] == eos or suffix in self.tokenizer.decode(ids[-4:])
+
+        n = len(rngs)
+        if tree is None or isinstance(prompts, tuple):
+            tree, keys, prefixes, todo = None, [], [[] for _ in range(n)], list(range(n))
+        else:
+            keys = [tuple(p) for p in prompts]
+            walks = [
+                tree.walk(k, r, lambda lg, r: draw_token(lg, self.cfg.temperature, r), finished)
+                for k, r in zip(keys, rngs)
+            ]
+            prefixes, todo = [w[0] for w in walks], [i for i, w in enumerate(walks) if not w[1]]
+            costs.count("writer/states", n)
+            costs.count("writer/states_generated", len(todo))
+        ids = [list(p) for p in prefixes]
+        if todo:
+            if tree is None:
+                rows = prompts if isinstance(prompts, tuple) else [prompts[i] for i in todo]
+            else:
+                rows = [list(prompts[i]) + prefixes[i] for i in todo]
+
+            def stop(j: int, new: list[int]) -> bool:
+                return finished(prefixes[todo[j]] + new)
+
+            def record(j: int, new: list[int], logits) -> None:
+                tree.put(keys[todo[j]], prefixes[todo[j]] + new, logits)
+
+            written = sample_continuations(
+                self.model,
+                rows,
+                [rngs[i] for i in todo],
+                self.pad_id,
+                stop,
+                self.cfg.temperature,
+                budget,
+                None if tree is None else record,
+            )
+            for i, new in zip(todo, written):
+                ids[i] += new
         texts = [self.tokenizer.decode(toks, skip_special_tokens=True) for toks in ids]
         return [t.split(suffix)[0].strip() if suffix else t.strip() for t in texts]
 

@@ -16,7 +16,7 @@ whose KV cache is copied per candidate; docs/decisions.md: packed scoring).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -229,21 +229,30 @@ def summed_logprobs(
     return torch.zeros(len(continuations), dtype=dtype, device=logp.device).index_add(0, which.to(logp.device), logp)
 
 
+def draw_token(logits: torch.Tensor, temperature: float, rng: np.random.Generator) -> int:
+    """One token from softmax(logits / T) (float64, inverse CDF with `rng`), the argmax at T = 0."""
+    if temperature > 0:
+        return sample_index(torch.log_softmax(logits.double() / temperature, -1).numpy(), rng)
+    return int(logits.argmax())
+
+
 @torch.no_grad()
 def sample_continuations(
     model: torch.nn.Module,
     prompts,
     rngs: Sequence[np.random.Generator],
     pad_id: int,
-    stop: callable,
+    stop: Callable[[int, list[int]], bool],
     temperature: float,
     max_new_tokens: int,
+    record: Callable[[int, list[int], torch.Tensor], None] | None = None,
 ) -> list[list[int]]:
     """Sample token ids after each prompt (token-id lists, or a left-padded (embeddings, mask) pair) until
-    `stop(ids)` is true or the budget ends.
+    `stop(row, ids)` is true or the budget ends; `record(row, ids, logits)`, where given, receives the
+    next-token logits (float32, on the CPU) of every row after each prefix `ids` it draws from.
 
     Every token is drawn from softmax(logits / T) with the row's own numpy
-    generator (argmax at T = 0), so a row's draw does not depend on the batch.
+    generator (argmax at T = 0, `draw_token`), so a row's draw does not depend on the batch.
     """
     device = next(model.parameters()).device
     out, mask = _prompt_pass(model, prompts, pad_id)
@@ -255,18 +264,17 @@ def sample_continuations(
     done = [False] * n
     next_pos = mask.sum(-1)
     for _ in range(max_new_tokens):
-        logits = out.logits[:, -1].double().cpu()
+        logits = out.logits[:, -1].float().cpu()
         step = []
         for i in range(n):
             if done[i]:
                 step.append(pad_id)
                 continue
-            if temperature > 0:
-                tok = sample_index(torch.log_softmax(logits[i] / temperature, -1).numpy(), rngs[i])
-            else:
-                tok = int(logits[i].argmax())
+            if record is not None:
+                record(i, generated[i], logits[i])
+            tok = draw_token(logits[i], temperature, rngs[i])
             generated[i].append(tok)
-            done[i] = stop(generated[i])
+            done[i] = stop(i, generated[i])
             step.append(tok)
         if all(done):
             break

@@ -39,6 +39,9 @@ class SimulateConfig:
     # reverse diffusion steps a simulated transition takes; 0 = the world model's own
     # (world_model.sampler.steps, which its fit used); fewer cost less (decisions.md: sampler steps)
     sampler_steps: int = 0
+    # a writing agent's next-token logits after logged texts kept for the family's later rollouts, up to this
+    # many MB per checkpoint and prompt (policies/prefix_tree.py; 0 = none): the draws are the agent's own
+    write_cache_mb: float = 256.0
 
     def __post_init__(self) -> None:
         if self.candidates not in CANDIDATE_RULES:
@@ -48,6 +51,7 @@ class SimulateConfig:
         at_least(self, "evaluate.simulate", 1, ("n_rollouts", "batch_size", "ci_resamples"))
         at_least(self, "evaluate.simulate", 0, ("horizon", "max_candidates"), "0 = env.max_steps / no cap")
         at_least(self, "evaluate.simulate", 0, ("sampler_steps",), "0 = the world model's own")
+        at_least(self, "evaluate.simulate", 0, ("write_cache_mb",), "0 = no cache")
         require(0 < self.ci_level < 1, "evaluate.simulate.ci_level", self.ci_level, "a value in (0, 1)")
         if not 0 < self.ci_level < 1:
             raise ValueError(f"evaluate.simulate.ci_level: expected a value in (0, 1), got {self.ci_level}")

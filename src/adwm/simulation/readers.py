@@ -13,6 +13,7 @@ import torch
 from adwm.policies.base import AgentState
 from adwm.policies.config import score_key
 from adwm.policies.llm import LLMPolicy
+from adwm.policies.prefix_tree import PrefixTree
 from adwm.runtime import costs
 
 
@@ -44,9 +45,14 @@ class NearestTextReader:
     The agent's score of an action depends only on the prompt (the task and the logged observation: the
     reader keeps no history) and the action, so scores are kept in `cache` (one dict per checkpoint and
     prompt, `score_key`), shared by every policy of a family that reads with the same agent: a state read
-    again, by this rollout, another one or another policy, costs no forward pass."""
+    again, by this rollout, another one or another policy, costs no forward pass. A writing agent's
+    next-token logits are kept the same way, in a `PrefixTree` of at most `write_cache_mb` MB per
+    checkpoint and prompt (0: none): writing after a logged text again runs the model only past the
+    prefixes already taken."""
 
-    def __init__(self, world_model, policy: LLMPolicy, cache: dict | None = None) -> None:
+    def __init__(
+        self, world_model, policy: LLMPolicy, cache: dict | None = None, write_cache_mb: float = 256.0
+    ) -> None:
         bank = world_model.proposal_bank
         if bank is None or bank.texts is None:
             raise RuntimeError("ablation.projector=false: the world model has no bank of logged texts (fit builds it)")
@@ -54,6 +60,12 @@ class NearestTextReader:
         self.cache: dict[tuple[str, int], dict[str, float]] = (
             {} if cache is None else cache.setdefault(("reader", score_key(policy.cfg)), {})
         )
+        self.tree = None
+        if write_cache_mb > 0:
+            key = ("writer", score_key(policy.cfg))
+            self.tree = (
+                PrefixTree(write_cache_mb) if cache is None else cache.setdefault(key, PrefixTree(write_cache_mb))
+            )
 
     @torch.no_grad()
     def scores(self, z: torch.Tensor, tasks: list[str], candidates: list[list[str]]) -> list[torch.Tensor]:
@@ -77,4 +89,4 @@ class NearestTextReader:
     def write(self, z: torch.Tensor, tasks: list[str], rngs: Sequence[np.random.Generator]) -> list[str]:
         nearest = self.world_model.proposal_bank.nearest(z).tolist()
         states = [AgentState(t, self.texts[i], [], None) for t, i in zip(tasks, nearest)]
-        return self.policy.write([self.policy.prompt_ids(s) for s in states], rngs)
+        return self.policy.write([self.policy.prompt_ids(s) for s in states], rngs, self.tree)

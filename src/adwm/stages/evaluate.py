@@ -113,7 +113,7 @@ def simulation_inputs(
             if ablation.projector:
                 reader = SoftTokenReader(load_projector(project(cfg, pcfg), wm, llm))
             else:
-                reader = NearestTextReader(wm, llm, cache)
+                reader = NearestTextReader(wm, llm, cache, ecfg.simulate.write_cache_mb)
     continuation = None
     if guidance.eta > 0 and not wm.free_form:  # free-form logs define no candidate sets to continue from
         with costs.section("estimate/tail_value"):
