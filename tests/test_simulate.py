@@ -489,3 +489,40 @@ def test_sampler_steps_of_a_simulation_replace_the_world_models_own(world):
     assert np.all(np.isfinite(runs[1]))
     with pytest.raises(ValueError, match="evaluate.simulate.sampler_steps"):
         SimulateConfig(sampler_steps=-1)
+
+
+def test_a_writing_agent_writes_in_a_log_with_lists_and_its_random_share_draws_from_the_nearest_list(
+    world, bc_agent_dir
+):
+    """`evaluate.simulate.agents_write` (the default): a generate-mode agent writes its action (the action
+    encoder embeds the text) rather than picking among the capped candidates; its eps share draws uniformly
+    from the logged list of the nearest logged state. Off, it picks among the candidates."""
+    from adwm.simulation.simulate import _written_actions
+
+    wm, dm = world
+    pcfg = PolicyConfig(name="w", model=bc_agent_dir, mode="generate", history_turns=0, max_new_tokens=8)
+    reader = NearestTextReader(wm, LLMPolicy(pcfg))
+    embedded: list[str] = []
+    real = wm.embed_actions
+    wm.embed_actions = lambda texts: embedded.extend(texts) or real(texts)
+    try:
+        sim = SimulateConfig(n_rollouts=6, batch_size=6)
+        with costs.recording() as record:
+            simulate(wm, pcfg, reader, logged_starts(dm), sim, GuidanceConfig(eta=0.0), 0.9, 3, 0)
+        assert record.to_dict()["counts"]["writer/states"] > 0 and embedded
+        embedded.clear()
+        with costs.recording() as record:
+            picked = dataclasses.replace(sim, agents_write=False)
+            simulate(wm, pcfg, reader, logged_starts(dm), picked, GuidanceConfig(eta=0.0), 0.9, 3, 0)
+        assert "writer/states" not in record.to_dict()["counts"] and not embedded
+    finally:
+        wm.embed_actions = real
+    bank = wm.proposal_bank
+    rows = [i for i in range(len(bank.texts)) if bank.sets[i].sum() > 1][:3]
+    z = bank.latents[rows].repeat_interleave(20, 0)
+    rngs = [np.random.default_rng(k) for k in range(len(z))]
+    drawn = _written_actions(wm, dataclasses.replace(pcfg, eps=1.0), None, z, ["t"] * len(z), rngs)
+    for k, text in enumerate(drawn):
+        listed = {wm.actions[j] for j in torch.nonzero(bank.sets[rows[k // 20]]).flatten().tolist()}
+        assert text in listed
+    assert len(set(drawn[:20])) > 1

@@ -42,6 +42,11 @@ class SimulateConfig:
     # a writing agent's next-token logits after logged texts kept for the family's later rollouts, up to this
     # many MB per checkpoint and prompt (policies/prefix_tree.py; 0 = none): the draws are the agent's own
     write_cache_mb: float = 256.0
+    # an agent of `mode: generate` writes its action in simulation as it does in the environment (the action
+    # encoder embeds the text; its eps share draws from the nearest logged state's whole list) instead of
+    # picking among the capped candidate set; in a free-form log (no lists) every agent writes
+    # (decisions.md: writing agents write in simulation)
+    agents_write: bool = True
 
     def __post_init__(self) -> None:
         if self.candidates not in CANDIDATE_RULES:

@@ -85,13 +85,14 @@ def simulate(
     sampler = simulation_sampler(wm, cfg.sampler_steps)
     gen = torch.Generator().manual_seed(seed)
     pick = np.random.default_rng(seed).integers(0, len(starts), size=cfg.n_rollouts)
+    writes = wm.free_form or (cfg.agents_write and policy.mode == "generate")
     returns = []
     batches = range(0, cfg.n_rollouts, cfg.batch_size)
     with bar(len(batches) * horizon, f"simulate {policy.name}", "step") as shown:
         for lo in batches:
             batch = [starts[i] for i in pick[lo : lo + cfg.batch_size]]
             # a free-form log: one generator a rollout, so its written actions do not depend on its batch
-            rngs = [np.random.default_rng((seed, lo + i)) for i in range(len(batch))] if wm.free_form else None
+            rngs = [np.random.default_rng((seed, lo + i)) for i in range(len(batch))] if writes else None
             args = (wm, sampler, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg, reward_range)
             returns.append(_rollout_batch(*args, rngs, shown.update))
             shown.update((lo // cfg.batch_size + 1) * horizon - shown.n)  # the steps of rollouts that ended early
@@ -137,16 +138,24 @@ def _transition(
 
 
 def _written_actions(wm: WorldModel, policy: PolicyConfig, reader: LatentReader | None, z, tasks, rngs) -> list[str]:
-    """The actions the agent writes in latent states z (a free-form log): its own text where it reads the
-    state; a logged action drawn uniformly for a uniform policy and for the eps share."""
+    """The actions the agent writes in latent states z: its own text where it reads the state; for a uniform
+    policy and for the eps share, a logged action drawn uniformly from the nearest logged state's list
+    (`evaluate.simulate.agents_write` in a log with lists) or from the whole vocabulary (a free-form log, or
+    a state logged without its list)."""
     out = [""] * len(tasks)
     random = [reader is None or r.random() < policy.eps for r in rngs]
     reading = [i for i, u in enumerate(random) if not u]
     if reading:
         for i, text in zip(reading, reader.write(z[reading], [tasks[i] for i in reading], [rngs[i] for i in reading])):
             out[i] = text
-    for i in (i for i, u in enumerate(random) if u):
-        out[i] = wm.actions[int(rngs[i].integers(len(wm.actions)))]
+    drawn = [i for i, u in enumerate(random) if u]
+    lists = wm.propose(z[drawn], "retrieval").cpu() if drawn and not wm.free_form else None
+    for k, i in enumerate(drawn):
+        listed = [] if lists is None else torch.nonzero(lists[k]).flatten().tolist()
+        if listed:
+            out[i] = wm.actions[listed[int(rngs[i].integers(len(listed)))]]
+        else:
+            out[i] = wm.actions[int(rngs[i].integers(len(wm.actions)))]
     return out
 
 

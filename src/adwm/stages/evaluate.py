@@ -115,7 +115,8 @@ def simulation_inputs(
             else:
                 reader = NearestTextReader(wm, llm, cache, ecfg.simulate.write_cache_mb)
     continuation = None
-    if guidance.eta > 0 and not wm.free_form:  # free-form logs define no candidate sets to continue from
+    writes = wm.free_form or (ecfg.simulate.agents_write and pcfg.mode == "generate")
+    if guidance.eta > 0 and not writes:  # a writing agent has no candidate sets to continue from
         with costs.section("estimate/tail_value"):
             tail = fit_tail_value(wm, pcfg, llm, dm, ecfg.tail, cfg.seed, cache) if ecfg.tail.enabled else None
         continuation = Continuation(wm, reader, tail, guidance.continuation)
