@@ -281,3 +281,29 @@ def test_a_full_prefix_tree_serves_what_it_holds_and_stores_nothing_more(tiny_lm
     assert len(PrefixTree(max_mb=0).nodes) == 0
     with pytest.raises(ValueError, match="max_mb must be >= 0"):
         PrefixTree(max_mb=-1)
+
+
+def test_a_chunked_prefill_gives_each_row_its_own_logits_and_cache(tiny_lm_dir):
+    """More prompts than a prefill chunk, of many lengths: each row's next-token logits, and those of the
+    next step through the merged cache, equal a forward pass over that prompt alone."""
+    model, tok = load_causal_lm(tiny_lm_dir)
+    rng = np.random.default_rng(0)
+    words = "you are in the kitchen a red box lies here the door is open go west take apple".split()
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(2, 40)))) for _ in range(2 * scoring.PREFILL_ROWS + 5)]
+    prompts = [tok(t)["input_ids"] for t in texts]
+    with torch.no_grad():
+        out, mask = scoring._prompt_pass(model, prompts, tok.pad_token_id)
+        name = scoring._cache_name(model)
+        assert mask.size(1) == max(map(len, prompts)) and type(getattr(out, name)).__name__ == "DynamicCache"
+        nxt = [int(rng.integers(10, 200)) for _ in prompts]
+        step = model(
+            input_ids=torch.tensor(nxt)[:, None],
+            attention_mask=torch.cat([mask, torch.ones(len(prompts), 1, dtype=torch.long)], 1),
+            position_ids=mask.sum(-1)[:, None],
+            use_cache=True,
+            **{name: getattr(out, name)},
+        )
+        for i, p in enumerate(prompts):
+            alone = model(torch.tensor([p + [nxt[i]]])).logits[0]
+            torch.testing.assert_close(out.logits[i, -1], alone[-2], atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(step.logits[i, -1], alone[-1], atol=1e-4, rtol=1e-4)

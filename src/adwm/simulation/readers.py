@@ -60,6 +60,7 @@ class NearestTextReader:
         self.cache: dict[tuple[str, int], dict[str, float]] = (
             {} if cache is None else cache.setdefault(("reader", score_key(policy.cfg)), {})
         )
+        self.prompts: dict[tuple[str, int], list[int]] = {}
         self.tree = None
         if write_cache_mb > 0:
             key = ("writer", score_key(policy.cfg))
@@ -88,5 +89,9 @@ class NearestTextReader:
     @torch.no_grad()
     def write(self, z: torch.Tensor, tasks: list[str], rngs: Sequence[np.random.Generator]) -> list[str]:
         nearest = self.world_model.proposal_bank.nearest(z).tolist()
-        states = [AgentState(t, self.texts[i], [], None) for t, i in zip(tasks, nearest)]
-        return self.policy.write([self.policy.prompt_ids(s) for s in states], rngs, self.tree)
+        prompts = []
+        for t, i in zip(tasks, nearest):  # a logged text's prompt is tokenised once
+            if (t, i) not in self.prompts:
+                self.prompts[t, i] = self.policy.prompt_ids(AgentState(t, self.texts[i], [], None))
+            prompts.append(self.prompts[t, i])
+        return self.policy.write(prompts, rngs, self.tree)
