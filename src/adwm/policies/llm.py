@@ -110,7 +110,7 @@ class LLMPolicy(Policy):
 
         n = len(rngs)
         if tree is None or isinstance(prompts, tuple):
-            tree, keys, prefixes, todo = None, [], [[] for _ in range(n)], list(range(n))
+            tree, prefixes, todo = None, [[] for _ in range(n)], list(range(n))
         else:
             keys = [tuple(p) for p in prompts]
             walks = [
@@ -122,10 +122,7 @@ class LLMPolicy(Policy):
             costs.count("writer/states_generated", len(todo))
         ids = [list(p) for p in prefixes]
         if todo:
-            if tree is None:
-                rows = prompts if isinstance(prompts, tuple) else [prompts[i] for i in todo]
-            else:
-                rows = [list(prompts[i]) + prefixes[i] for i in todo]
+            rows = prompts if tree is None else [list(prompts[i]) + prefixes[i] for i in todo]
 
             def stop(j: int, new: list[int]) -> bool:
                 return finished(prefixes[todo[j]] + new)

@@ -29,15 +29,13 @@ class PrefixTree:
     def __len__(self) -> int:
         return sum(len(v) for v in self.nodes.values())
 
-    def get(self, prompt: tuple[int, ...], prefix: Sequence[int]) -> torch.Tensor | None:
-        node = self.nodes.get(prompt)
-        return None if node is None else node.get(tuple(prefix))
-
     def put(self, prompt: tuple[int, ...], prefix: Sequence[int], logits: torch.Tensor) -> None:
         size = logits.numel() * 4
+        if self.bytes + size > self.max_bytes:
+            return
         node = self.nodes.setdefault(prompt, {})
         key = tuple(prefix)
-        if key not in node and self.bytes + size <= self.max_bytes:
+        if key not in node:
             node[key] = logits.detach().float().cpu().clone()
             self.bytes += size
 

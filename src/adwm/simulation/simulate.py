@@ -85,7 +85,7 @@ def simulate(
     sampler = simulation_sampler(wm, cfg.sampler_steps)
     gen = torch.Generator().manual_seed(seed)
     pick = np.random.default_rng(seed).integers(0, len(starts), size=cfg.n_rollouts)
-    writes = wm.free_form or (cfg.agents_write and policy.mode == "generate")
+    writes = agent_writes(wm, policy, cfg)
     returns = []
     batches = range(0, cfg.n_rollouts, cfg.batch_size)
     with bar(len(batches) * horizon, f"simulate {policy.name}", "step") as shown:
@@ -97,6 +97,12 @@ def simulate(
             returns.append(_rollout_batch(*args, rngs, shown.update))
             shown.update((lo // cfg.batch_size + 1) * horizon - shown.n)  # the steps of rollouts that ended early
     return np.concatenate(returns)
+
+
+def agent_writes(wm: WorldModel, policy: PolicyConfig, cfg: SimulateConfig) -> bool:
+    """Whether the agent writes its actions in simulation (no candidate sets): always in a free-form log,
+    and for a writing agent (`mode: generate`) with `evaluate.simulate.agents_write`."""
+    return wm.free_form or (cfg.agents_write and policy.mode == "generate")
 
 
 def simulation_sampler(wm: WorldModel, steps: int) -> DiffusionSampler:

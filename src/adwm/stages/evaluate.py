@@ -41,6 +41,7 @@ from adwm.runtime.progress import bar, say
 from adwm.simulation.calibration import fit_calibration, logged_values
 from adwm.simulation.readers import NearestTextReader, SoftTokenReader
 from adwm.simulation.simulate import (
+    agent_writes,
     logged_reward_range,
     logged_starts,
     simulate,
@@ -115,8 +116,8 @@ def simulation_inputs(
             else:
                 reader = NearestTextReader(wm, llm, cache, ecfg.simulate.write_cache_mb)
     continuation = None
-    writes = wm.free_form or (ecfg.simulate.agents_write and pcfg.mode == "generate")
-    if guidance.eta > 0 and not writes:  # a writing agent has no candidate sets to continue from
+    # a writing agent has no candidate sets to continue from
+    if guidance.eta > 0 and not agent_writes(wm, pcfg, ecfg.simulate):
         with costs.section("estimate/tail_value"):
             tail = fit_tail_value(wm, pcfg, llm, dm, ecfg.tail, cfg.seed, cache) if ecfg.tail.enabled else None
         continuation = Continuation(wm, reader, tail, guidance.continuation)
