@@ -10,8 +10,12 @@ nothing of it is overwritten). In this process, one after another:
 2. estimate: `adwm evaluate` of the family with `evaluate.calibration=none` from scratch (fresh projectors
    under a temporary folder), split into projector training, tail values, and the simulation by part
    (start encodings, history, the agent's choice, denoising, continuation guidance, heads, retrieval);
-3. calibration: the behaviour agents' simulations that `evaluate.calibration` (the run's setting) adds;
-4. a `torch.profiler` table of two simulated steps of the first family policy (the ops that take the time).
+3. calibration: the behaviour agents' simulations that `evaluate.calibration` (the run's setting) adds
+   (kept beside the world model, `evaluate.behaviour_out`, and reused by every later estimate with it; here
+   they go to the temporary folder, so they are always measured);
+4. peak resident memory of the first eps-0 policy's simulation at 1x and 4x the rollout batch, each in a
+   fresh process;
+5. a `torch.profiler` table of two simulated steps of the first family policy (the ops that take the time).
 
 The fit is not repeated: its seconds come from `<run.fit>/metrics.json` and are reported apart, amortised
 over the family's policies (one fit evaluates many agents). Peak resident memory is read per phase
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -116,23 +121,29 @@ def _profile(cfg, wm_path: Path, policy) -> list[dict]:
     return [{"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 1), "calls": e.count} for e in rows]
 
 
-def _memory_by_rollouts(cfg, wm_path: Path) -> dict[str, float]:
-    """Peak resident MB of a uniform policy's simulation (5 steps) at 1x and 4x the rollout batch: what
-    grows with the number of rollouts beyond a batch shows as a difference."""
-    from adwm.policies.config import PolicyConfig
-
-    batch = cfg.evaluate.simulate.batch_size
-    uniform = PolicyConfig(name="uniform", kind="uniform")
+def _memory_by_rollouts(overrides: list[str], batch: int, policy: str) -> dict[str, float]:
+    """Peak resident MB of `policy`'s simulation (5 steps) at 1x and 4x the rollout batch, each in a fresh
+    process (this one's high-water mark already holds the phases before): what grows with the number of
+    rollouts beyond a batch shows as a difference."""
     out = {}
     for n in (batch, 4 * batch):
-        short = OmegaConf.merge(cfg, {"evaluate": {"simulate": {"horizon": 5, "n_rollouts": n}}})
-        models = evaluate_stage._loaded(short, wm_path)
-
-        def run(short=short, models=models) -> None:
-            evaluate_stage.estimate_policy(short, models["wm"], models["dm"], uniform)
-
-        out[f"rollouts_{n}"] = _phase(run)[2]
+        args = [*overrides, "evaluate.simulate.horizon=5", f"evaluate.simulate.n_rollouts={n}"]
+        probe = [sys.executable, str(Path(__file__).resolve()), "--memory-probe", policy, "--cell", "probe", *args]
+        done = subprocess.run(probe, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"memory probe ({' '.join(args)}) failed:\n{done.stderr[-2000:]}")
+        out[f"rollouts_{n}"] = float(done.stdout.strip().splitlines()[-1])
     return out
+
+
+def _memory_probe(overrides: list[str], policy: str) -> float:
+    """One simulation of the family's `policy` in this (fresh) process -> its peak resident MB."""
+    cfg = load_config(overrides, "evaluate")
+    family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
+    models = evaluate_stage._loaded(cfg, Path(cfg.evaluate.world_model))
+    pcfg = next(p for p in family if p.name == policy)
+    evaluate_stage.estimate_policy(cfg, models["wm"], models["dm"], pcfg, models["cache"])
+    return _peak_mb()
 
 
 def measure(overrides: list[str], cell: str) -> dict:
@@ -144,6 +155,7 @@ def measure(overrides: list[str], cell: str) -> dict:
         f"project.dir={tmp}/project",
         f"evaluate.out={tmp}/estimates.json",
         f"ground_truth.out={tmp}/ground_truth.json",
+        f"evaluate.behaviour_out={tmp}/behaviour_simulations.json",
     ]
     cfg = load_config([*base, "evaluate.calibration=none"], "evaluate")
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
@@ -159,8 +171,9 @@ def measure(overrides: list[str], cell: str) -> dict:
     if calibration != "none":
         cal_cfg = load_config([*base, f"evaluate.calibration={calibration}"], "evaluate")
         calibration_s, calib, calib_mb = _phase(lambda: evaluate_stage.evaluate(cal_cfg))
-    memory = _memory_by_rollouts(cfg, wm_path)
-    profile = _profile(cfg, wm_path, next((p for p in family if p.eps == 0), family[0]))
+    first = next((p for p in family if p.eps == 0), family[0])
+    memory = _memory_by_rollouts([*base, "evaluate.calibration=none"], cfg.evaluate.simulate.batch_size, first.name)
+    profile = _profile(cfg, wm_path, first)
 
     results = read_json(Path(cfg.evaluate.out))
     fit_metrics = Path(cfg.run.fit) / "metrics.json"
@@ -296,8 +309,12 @@ def main() -> None:
     parser.add_argument(
         "--note", default=None, help="what the table should say about the conditions (e.g. another job running)"
     )
+    parser.add_argument("--memory-probe", metavar="POLICY", help=argparse.SUPPRESS)  # one run of _memory_by_rollouts
     parser.add_argument("overrides", nargs="*", help="the quickstart run's overrides (seed=3 run.root=runs/v3 ...)")
     args = parser.parse_args()
+    if args.memory_probe:
+        print(_memory_probe(args.overrides, args.memory_probe))
+        return
     entry = measure(args.overrides, args.cell)
     if args.note:
         entry["note"] = args.note

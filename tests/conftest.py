@@ -74,7 +74,8 @@ def smoke_run(tmp_path_factory):
     """One uninterrupted smoke quickstart, made once per session: agents, a log, ground truth, a world
     model, estimates and baselines, plus `adwm project`'s projector of the default policy (the quickstart's
     agents read the snapped state's text and train none). Read by the crash and bad-input suites, never
-    written."""
+    written, except that an evaluation with other settings adds its behaviour simulations to the store
+    beside the world model (evaluate.behaviour_out)."""
     from adwm.cli import main
     from helpers import reads
 

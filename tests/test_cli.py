@@ -261,3 +261,33 @@ def test_fit_refuses_a_run_dir_since_it_writes_to_run_fit(smoke_overrides, tmp_p
 def test_fit_on_a_missing_log_names_the_path(smoke_overrides, tmp_path, capsys):
     assert main(["fit", *smoke_overrides, f"data.log={tmp_path}/nowhere.jsonl"]) == 2
     assert "nowhere.jsonl" in capsys.readouterr().err
+
+
+def test_behaviour_simulations_are_kept_beside_the_world_model_and_reused_by_the_next_family(
+    smoke_run, tmp_path, capsys, one_thread
+):
+    """The calibration's behaviour simulations depend on the world model and the settings, not on the family:
+    a second evaluation of another family with the same world model reuses them (no behaviour agent is
+    simulated again, the same gaps); other settings simulate them again, and both are kept."""
+    from adwm.runtime.atomic import read_json
+    from helpers import reads
+
+    store = tmp_path / "behaviour.json"
+    shared = [*reads(smoke_run), "family.off_path=[]", f"evaluate.behaviour_out={store}", "workers=1"]
+    capsys.readouterr()
+    assert main(["evaluate", *shared, "family.eps=[0.0]", f"evaluate.out={tmp_path}/a.json"]) == 0
+    first = capsys.readouterr().err
+    assert main(["evaluate", *shared, "family.eps=[1.0]", f"evaluate.out={tmp_path}/b.json"]) == 0
+    second = capsys.readouterr().err
+    behaviour = sorted(read_json(store))
+    assert len(behaviour) == 3 and all("evaluate [behaviour" in first and name in first for name in behaviour)
+    assert "evaluate [behaviour" not in second and "evaluate [estimates iter3_eps1]" in second
+    a, b = read_json(tmp_path / "a.json"), read_json(tmp_path / "b.json")
+    assert set(a["estimates"]) == {"iter3_eps0"} and set(b["estimates"]) == {"iter3_eps1"}
+    assert a["calibration"]["gaps"] == b["calibration"]["gaps"]
+    assert all(a["behaviour"][n]["J_hat_sim"] == b["behaviour"][n]["J_hat_sim"] for n in behaviour)
+    # other settings: simulated again, kept beside the first under their own key
+    more = ["evaluate.simulate.n_rollouts=4", "family.eps=[1.0]", f"evaluate.out={tmp_path}/c.json"]
+    assert main(["evaluate", *shared, *more]) == 0
+    assert "evaluate [behaviour" in capsys.readouterr().err
+    assert all(len(entries) == 2 for entries in read_json(store).values())

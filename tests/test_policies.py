@@ -309,3 +309,33 @@ def test_a_chunked_prefill_gives_each_row_its_own_logits_and_cache(tiny_lm_dir):
             alone = model(torch.tensor([p + [nxt[i]]])).logits[0]
             torch.testing.assert_close(out.logits[i, -1], alone[-2], atol=1e-4, rtol=1e-4)
             torch.testing.assert_close(step.logits[i, -1], alone[-1], atol=1e-4, rtol=1e-4)
+
+
+def test_a_row_that_stops_writing_leaves_the_batch_and_the_others_write_as_they_would_alone(tiny_lm_dir):
+    """Rows stop at different lengths: each row's tokens equal those it draws with the same generator when
+    its prompt is written alone, and the batch computes a next token only for rows still writing (a row of
+    k tokens is decoded k - 1 times after the prefill)."""
+    from adwm.runtime import costs
+
+    model, tok = load_causal_lm(tiny_lm_dir)
+    texts = ["you are in the kitchen", "dark", "a red box lies here and the door is open", "go west", "take apple"]
+    prompts = [tok(t)["input_ids"] for t in texts]
+    lengths = [1, 7, 3, 12, 5]
+
+    def stop(row: int, ids: list[int]) -> bool:
+        return len(ids) >= lengths[row]
+
+    def rngs() -> list[np.random.Generator]:
+        return [np.random.default_rng([7, i]) for i in range(len(prompts))]
+
+    with costs.recording() as record:
+        together = scoring.sample_continuations(model, prompts, rngs(), tok.pad_token_id, stop, 1.3, 20)
+    counts = record.to_dict()["counts"]
+    assert [len(t) for t in together] == lengths
+    assert counts["agent/rows_decoded"] == sum(k - 1 for k in lengths)
+    assert counts["agent/forward_passes"] == max(lengths)
+    for i, prompt in enumerate(prompts):
+        alone = scoring.sample_continuations(
+            model, [prompt], [rngs()[i]], tok.pad_token_id, lambda _, ids, i=i: stop(i, ids), 1.3, 20
+        )
+        assert alone == [together[i]]

@@ -91,7 +91,6 @@ def _chunked_prompt_pass(model: torch.nn.Module, prompts: Sequence[Sequence[int]
     """`_prompt_pass` of token-id prompts in length-sorted chunks, the caches merged to the width of `mask`
     (B, W); None where the model's cache is not a plain per-layer key/value cache (sliding windows, ...)."""
     from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
 
     name = _cache_name(model)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
@@ -101,9 +100,9 @@ def _chunked_prompt_pass(model: torch.nn.Module, prompts: Sequence[Sequence[int]
         rows = order[lo : lo + PREFILL_ROWS]
         out, _ = _prompt_pass(model, [prompts[i] for i in rows], pad_id)
         cache = getattr(out, name)
-        layers = getattr(cache, "layers", None)
-        if not isinstance(cache, DynamicCache) or not layers or any(type(x) is not DynamicLayer for x in layers):
+        if not _plain_cache(cache):
             return None
+        layers = cache.layers
         pad = width - layers[0].keys.size(-2)
         keys.append([torch.nn.functional.pad(x.keys, (0, 0, pad, 0)) for x in layers])
         values.append([torch.nn.functional.pad(x.values, (0, 0, pad, 0)) for x in layers])
@@ -115,6 +114,24 @@ def _chunked_prompt_pass(model: torch.nn.Module, prompts: Sequence[Sequence[int]
         v = torch.cat([chunk[layer] for chunk in values])[back]
         merged.update(k, v, layer)
     return SimpleNamespace(logits=torch.cat(logits)[back], **{name: merged})
+
+
+def _plain_cache(cache) -> bool:
+    """Whether `cache` is a plain per-layer key/value cache (no sliding windows, quantisation, ...), whose
+    rows can be padded, merged and dropped."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    return isinstance(cache, DynamicCache) and bool(layers) and all(type(x) is DynamicLayer for x in layers)
+
+
+def _keep_rows(cache, rows: list[int]) -> bool:
+    """Keep only the batch rows `rows` of a plain cache (in place) -> whether it could."""
+    if not _plain_cache(cache):
+        return False
+    cache.batch_select_indices(torch.tensor(rows))
+    return True
 
 
 # One packed forward holds at most PACK_TOKENS positions (rows x width) and PACK_BUDGET attention pairs
@@ -296,7 +313,9 @@ def sample_continuations(
     next-token logits (float32, on the CPU) of every row after each prefix `ids` it draws from.
 
     Every token is drawn from softmax(logits / T) with the row's own numpy
-    generator (argmax at T = 0, `draw_token`), so a row's draw does not depend on the batch.
+    generator (argmax at T = 0, `draw_token`), so a row's draw does not depend on the batch. A row that has
+    stopped leaves the batch (its keys and values with it, `_keep_rows`), so the next tokens are computed
+    only for the rows still writing.
     """
     device = next(model.parameters()).device
     out, mask = _prompt_pass(model, prompts, pad_id)
@@ -306,30 +325,34 @@ def sample_continuations(
     costs.count("agent/forward_passes")
     generated: list[list[int]] = [[] for _ in range(n)]
     done = [False] * n
+    batch = list(range(n))  # the prompt of each row of the batch
     next_pos = mask.sum(-1)
     for _ in range(max_new_tokens):
         logits = out.logits[:, -1].float().cpu()
-        step = []
-        for i in range(n):
+        for j, i in enumerate(batch):
             if done[i]:
-                step.append(pad_id)
                 continue
             if record is not None:
-                record(i, generated[i], logits[i])
-            tok = draw_token(logits[i], temperature, rngs[i])
-            generated[i].append(tok)
+                record(i, generated[i], logits[j])
+            generated[i].append(draw_token(logits[j], temperature, rngs[i]))
             done[i] = stop(i, generated[i])
-            step.append(tok)
         if all(done):
             break
-        mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long)], dim=1)
+        cache = getattr(out, name)
+        keep = [j for j, i in enumerate(batch) if not done[i]]
+        if len(keep) < len(batch) and _keep_rows(cache, keep):
+            kept = torch.tensor(keep)
+            mask, next_pos, batch = mask[kept], next_pos[kept], [batch[j] for j in keep]
+        step = torch.tensor([pad_id if done[i] else generated[i][-1] for i in batch], dtype=torch.long)
+        mask = torch.cat([mask, torch.ones((len(batch), 1), dtype=torch.long)], dim=1)
         out = model(
-            input_ids=torch.tensor(step, dtype=torch.long)[:, None].to(device),
+            input_ids=step[:, None].to(device),
             attention_mask=mask.to(device),
             position_ids=next_pos[:, None].to(device),
             use_cache=True,
-            **{name: getattr(out, name)},
+            **{name: cache},
         )
         costs.count("agent/forward_passes")
+        costs.count("agent/rows_decoded", len(batch))
         next_pos = next_pos + 1
     return generated

@@ -114,6 +114,9 @@ class EvaluateConfig:
     # `model_share` per model share, `shift` the mean gap, `none` reports J_hat_sim. It needs the behaviour
     # agents themselves, a privilege no baseline has (decisions.md: calibration)
     calibration: str = "backbone"
+    # where the behaviour agents' simulations are kept, one per agent and settings: beside the world model,
+    # whose every later evaluation (of any family) reuses them instead of simulating them again
+    behaviour_out: str = "${run.fit}/behaviour_simulations.json"
     # where the world model, its projectors and tail values run in simulation: cpu, cuda[:k], mps, or auto (a
     # GPU when present); each agent runs on its own `device` (policy.device)
     device: str = "cpu"

@@ -8,6 +8,7 @@ settings skips the policies already estimated.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -31,7 +32,7 @@ from adwm.policies.loading import model_fingerprint
 from adwm.policies.sampling import uses_model
 from adwm.runtime import costs
 from adwm.runtime.atomic import read_json, update_json
-from adwm.runtime.cache import entry_matches
+from adwm.runtime.cache import as_json, entry_matches
 from adwm.runtime.checkpoints import load_checkpoint
 from adwm.runtime.devices import resolve_device
 from adwm.runtime.faults import reached
@@ -228,16 +229,42 @@ def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
     return _LOADED
 
 
-def _simulated(results: dict, group: str, pcfg: PolicyConfig, settings: dict) -> bool:
-    return entry_matches(results.get(group, {}).get(pcfg.name), settings)
+def behaviour_store(ecfg: EvaluateConfig) -> Path:
+    """Where the behaviour agents' simulations are kept: beside the world model (`evaluate.behaviour_out`),
+    since they depend on the world model, the log and the simulation's settings, not on the family, so
+    every later evaluation with that world model reuses them; in the oracle and the log's controls, the
+    results file."""
+    return Path(ecfg.behaviour_out if ecfg.world == "diffusion" else ecfg.out)
+
+
+def _settings_key(settings: dict) -> str:
+    return hashlib.sha1(json.dumps(as_json(settings), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _stored(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, pcfg: PolicyConfig) -> dict | None:
+    """This policy's finished simulation with the current settings, or None: a family policy's in the
+    results file (group -> name), a behaviour agent's in the behaviour store (name -> settings key)."""
+    settings = _policy_settings(cfg, ecfg, wm_path, pcfg)
+    out, store = Path(ecfg.out), behaviour_store(ecfg)
+    if group == "estimates" or store == out:
+        entry = (read_json(out) if out.is_file() else {}).get(group, {}).get(pcfg.name)
+    else:
+        entry = (read_json(store) if store.is_file() else {}).get(pcfg.name, {}).get(_settings_key(settings))
+    return entry if entry_matches(entry, settings) else None
 
 
 def _simulate(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, pcfg: PolicyConfig, tag: str) -> None:
-    """Estimate one policy and add it to the results file (under its lock: workers share the file)."""
+    """Estimate one policy and add it to the results file, a behaviour agent's to the behaviour store (under
+    the file's lock: workers share it)."""
     models = _loaded(cfg, wm_path)
     e = estimate_policy(cfg, models["wm"], models["dm"], pcfg, models["cache"])
-    entry = {**e, "settings": _policy_settings(cfg, ecfg, wm_path, pcfg)}
-    update_json(ecfg.out, lambda stored: stored.setdefault(group, {}).__setitem__(pcfg.name, entry))
+    settings = _policy_settings(cfg, ecfg, wm_path, pcfg)
+    entry = {**e, "settings": settings}
+    out, store = Path(ecfg.out), behaviour_store(ecfg)
+    if group == "estimates" or store == out:
+        update_json(out, lambda stored: stored.setdefault(group, {}).__setitem__(pcfg.name, entry))
+    else:
+        update_json(store, lambda stored: stored.setdefault(pcfg.name, {}).__setitem__(_settings_key(settings), entry))
     reached("evaluate.policy")
     say(f"evaluate [{tag}] {pcfg.name}: J_hat_sim={e['J_hat_sim']:.3f} ({e['seconds']}s)")
 
@@ -251,13 +278,11 @@ def pending_simulations(cfg: DictConfig) -> list[tuple[str, str]]:
     ecfg = OmegaConf.to_object(cfg.evaluate)
     wm_path = _world_model_path(ecfg, cfg.data.log)
     family, behaviour, _ = _policies(cfg, ecfg)
-    out = Path(ecfg.out)
-    results: dict = read_json(out) if out.is_file() else {}
     pending = [
         (group, p)
         for group, ps in (("estimates", family), ("behaviour", behaviour))
         for p in ps
-        if not _simulated(results, group, p, _policy_settings(cfg, ecfg, wm_path, p))
+        if _stored(cfg, ecfg, wm_path, group, p) is None
     ]
     first = {}
     for job in pending:
@@ -301,17 +326,26 @@ def evaluate(cfg: DictConfig) -> Path:
     jobs = [("estimates", p, f"{k + 1}/{len(family)}") for k, p in enumerate(family)]
     jobs += [("behaviour", p, f"behaviour {k + 1}/{len(behaviour)}") for k, p in enumerate(behaviour)]
     for group, pcfg, tag in jobs:
-        results: dict = read_json(out) if out.is_file() else {}
-        if not _simulated(results, group, pcfg, _policy_settings(cfg, ecfg, wm_path, pcfg)):
+        if _stored(cfg, ecfg, wm_path, group, pcfg) is None:
             _simulate(cfg, ecfg, wm_path, group, pcfg, tag)
-    update_json(out, lambda results: _finalize(results, cfg, ecfg, family, behaviour, logged))
+    simulated = {p.name: _stored(cfg, ecfg, wm_path, "behaviour", p) for p in behaviour}
+    update_json(out, lambda results: _finalize(results, cfg, ecfg, family, simulated, behaviour, logged))
     return out
 
 
 def _finalize(
-    results: dict, cfg: DictConfig, ecfg: EvaluateConfig, family: list, behaviour: list, logged: dict
+    results: dict,
+    cfg: DictConfig,
+    ecfg: EvaluateConfig,
+    family: list,
+    simulated: dict,
+    behaviour: list,
+    logged: dict,
 ) -> None:
-    """Calibration and metrics of this run's family, written into the results file under its lock."""
+    """Calibration and metrics of this run's family, written into the results file under its lock; the
+    behaviour agents' simulations (`simulated`, read from the behaviour store) are copied in beside them."""
+    if behaviour:
+        results.setdefault("behaviour", {}).update(simulated)
     for store in (results["estimates"], results.get("behaviour", {})):
         for done in store.values():
             if "J_hat_sim" not in done:  # written before calibration existed: J_hat was the simulated value
