@@ -311,11 +311,17 @@ def test_a_chunked_prefill_gives_each_row_its_own_logits_and_cache(tiny_lm_dir):
             torch.testing.assert_close(step.logits[i, -1], alone[-1], atol=1e-4, rtol=1e-4)
 
 
-def test_a_row_that_stops_writing_leaves_the_batch_and_the_others_write_as_they_would_alone(tiny_lm_dir):
+@pytest.mark.parametrize("share", [0.0, scoring.PRUNE_SHARE])
+def test_a_row_that_stops_writing_leaves_the_batch_and_the_others_write_as_they_would_alone(
+    tiny_lm_dir, share, monkeypatch
+):
     """Rows stop at different lengths: each row's tokens equal those it draws with the same generator when
-    its prompt is written alone, and the batch computes a next token only for rows still writing (a row of
-    k tokens is decoded k - 1 times after the prefill)."""
+    its prompt is written alone; once the rows that stopped are `PRUNE_SHARE` of the batch they leave it
+    (at a share of 0 every row leaves as it stops: a row of k tokens is decoded k - 1 times after the
+    prefill)."""
     from adwm.runtime import costs
+
+    monkeypatch.setattr(scoring, "PRUNE_SHARE", share)
 
     model, tok = load_causal_lm(tiny_lm_dir)
     texts = ["you are in the kitchen", "dark", "a red box lies here and the door is open", "go west", "take apple"]
@@ -332,7 +338,10 @@ def test_a_row_that_stops_writing_leaves_the_batch_and_the_others_write_as_they_
         together = scoring.sample_continuations(model, prompts, rngs(), tok.pad_token_id, stop, 1.3, 20)
     counts = record.to_dict()["counts"]
     assert [len(t) for t in together] == lengths
-    assert counts["agent/rows_decoded"] == sum(k - 1 for k in lengths)
+    if share == 0:
+        assert counts["agent/rows_decoded"] == sum(k - 1 for k in lengths)  # 23
+    else:  # at 0.5: all 5 rows decoded after tokens 1-4 (at most 2 stopped), 2 after tokens 5-6, 1 after 7-11
+        assert share == 0.5 and counts["agent/rows_decoded"] == 4 * 5 + 2 * 2 + 5 * 1
     assert counts["agent/forward_passes"] == max(lengths)
     for i, prompt in enumerate(prompts):
         alone = scoring.sample_continuations(

@@ -116,6 +116,13 @@ def _chunked_prompt_pass(model: torch.nn.Module, prompts: Sequence[Sequence[int]
     return SimpleNamespace(logits=torch.cat(logits)[back], **{name: merged})
 
 
+# Rows that stopped leave the batch once they are this share of it: dropping them copies the cache, about
+# as much work as a step's attention over it (ScienceWorld's writing agents, 6 x 96 logged prompts: writing
+# took 4.3 s at a share of 0.5 against 5.5 s when no row left, 7.2 s against 8.0 s at temperature 2; the
+# shares 0.25-0.75 were within the timing's noise of each other)
+PRUNE_SHARE = 0.5
+
+
 def _plain_cache(cache) -> bool:
     """Whether `cache` is a plain per-layer key/value cache (no sliding windows, quantisation, ...), whose
     rows can be padded, merged and dropped."""
@@ -340,7 +347,7 @@ def sample_continuations(
             break
         cache = getattr(out, name)
         keep = [j for j, i in enumerate(batch) if not done[i]]
-        if len(keep) < len(batch) and _keep_rows(cache, keep):
+        if len(keep) <= (1 - PRUNE_SHARE) * len(batch) and _keep_rows(cache, keep):
             kept = torch.tensor(keep)
             mask, next_pos, batch = mask[kept], next_pos[kept], [batch[j] for j in keep]
         step = torch.tensor([pad_id if done[i] else generated[i][-1] for i in batch], dtype=torch.long)
