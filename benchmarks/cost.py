@@ -21,6 +21,11 @@ The fit is not repeated: its seconds come from `<run.fit>/metrics.json` and are 
 over the family's policies (one fit evaluates many agents). Peak resident memory is read per phase
 (VmHWM, reset between phases). The figures go to `benchmarks/results/cost.json` under `<cell>/<label>`
 (`--label`, default `current`) and every entry of that file to the table `docs/results/cost.md`.
+
+    .venv/bin/python benchmarks/cost.py --cell scienceworld --label <commit> --estimate-only 2 <overrides>
+
+measures only the uncalibrated estimate, twice, into `benchmarks/results/cost_estimate.json`: run it from
+two checkouts in turn (PYTHONPATH=<checkout>/src) to compare code at one machine speed.
 """
 
 from __future__ import annotations
@@ -40,13 +45,14 @@ from adwm.config.compose import load_config
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth
 from adwm.runtime import costs
-from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json
+from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json, update_json
 from adwm.runtime.provenance import commit
 from adwm.simulation.simulate import logged_starts, simulate
 from adwm.stages import evaluate as evaluate_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "cost.json"
+ESTIMATES = ROOT / "benchmarks" / "results" / "cost_estimate.json"  # --estimate-only
 TABLE = ROOT / "docs" / "results" / "cost.md"
 SIM_PARTS = ("start", "history", "choose", "denoise", "guidance", "heads", "retrieval")
 
@@ -146,10 +152,11 @@ def _memory_probe(overrides: list[str], policy: str) -> float:
     return _peak_mb()
 
 
-def measure(overrides: list[str], cell: str) -> dict:
-    probe = load_config(overrides, "evaluate")
+def _fresh(overrides: list[str]) -> list[str]:
+    """The run's overrides with every output the measurement writes under a new temporary folder, so that
+    nothing an earlier run finished is reused and nothing of the run is overwritten."""
     tmp = Path(tempfile.mkdtemp(prefix="adwm-cost-"))
-    base = [
+    return [
         *overrides,
         "workers=1",
         f"project.dir={tmp}/project",
@@ -157,6 +164,23 @@ def measure(overrides: list[str], cell: str) -> dict:
         f"ground_truth.out={tmp}/ground_truth.json",
         f"evaluate.behaviour_out={tmp}/behaviour_simulations.json",
     ]
+
+
+def measure_estimate(overrides: list[str], repeats: int) -> dict:
+    """The uncalibrated estimate alone, `repeats` times from scratch: wall seconds and the simulation's
+    parts of each. Run from two checkouts in turn to compare code on the same machine at the same time
+    (the machine's speed drifts between sessions by more than many changes are worth)."""
+    runs = []
+    for _ in range(repeats):
+        cfg = load_config([*_fresh(overrides), "evaluate.calibration=none"], "evaluate")
+        seconds, record, _ = _phase(lambda cfg=cfg: evaluate_stage.evaluate(cfg))
+        runs.append({"seconds": round(seconds, 1), "simulation": _simulation(record)["parts"]})
+    return {"overrides": overrides, "commit": (commit() or "unknown")[:7], "runs": runs}
+
+
+def measure(overrides: list[str], cell: str) -> dict:
+    probe = load_config(overrides, "evaluate")
+    base = _fresh(overrides)
     cfg = load_config([*base, "evaluate.calibration=none"], "evaluate")
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     wm_path = Path(cfg.evaluate.world_model)
@@ -310,11 +334,22 @@ def main() -> None:
     parser.add_argument(
         "--note", default=None, help="what the table should say about the conditions (e.g. another job running)"
     )
+    parser.add_argument(
+        "--estimate-only",
+        type=int,
+        metavar="REPEATS",
+        help="measure only the uncalibrated estimate, this many times; figures to " + ESTIMATES.name,
+    )
     parser.add_argument("--memory-probe", metavar="POLICY", help=argparse.SUPPRESS)  # one run of _memory_by_rollouts
     parser.add_argument("overrides", nargs="*", help="the quickstart run's overrides (seed=3 run.root=runs/v3 ...)")
     args = parser.parse_args()
     if args.memory_probe:
         print(_memory_probe(args.overrides, args.memory_probe))
+        return
+    if args.estimate_only:
+        entry = measure_estimate(args.overrides, args.estimate_only)
+        update_json(ESTIMATES, lambda stored: stored.setdefault(f"{args.cell}/{args.label}", []).append(entry))
+        print(json.dumps(entry, indent=1))
         return
     entry = measure(args.overrides, args.cell)
     if args.note:
