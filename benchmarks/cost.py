@@ -156,14 +156,16 @@ def _fresh(overrides: list[str]) -> list[str]:
     """The run's overrides with every output the measurement writes under a new temporary folder, so that
     nothing an earlier run finished is reused and nothing of the run is overwritten."""
     tmp = Path(tempfile.mkdtemp(prefix="adwm-cost-"))
-    return [
+    fresh = [
         *overrides,
         "workers=1",
         f"project.dir={tmp}/project",
         f"evaluate.out={tmp}/estimates.json",
         f"ground_truth.out={tmp}/ground_truth.json",
-        f"evaluate.behaviour_out={tmp}/behaviour_simulations.json",
     ]
+    if "behaviour_out" in load_config(overrides, "evaluate").evaluate:  # absent from code before 4c21812
+        fresh.append(f"evaluate.behaviour_out={tmp}/behaviour_simulations.json")
+    return fresh
 
 
 def measure_estimate(overrides: list[str], repeats: int) -> dict:
