@@ -249,6 +249,7 @@ def measure(overrides: list[str], cell: str) -> dict:
             "calibrated": results.get("metrics") if calibration != "none" else None,
         },
         "peak_mb_by_rollouts": memory,
+        "memory_probe": "fresh processes",
         "profile_two_steps": profile,
         "cell": cell,
     }
@@ -269,12 +270,14 @@ def table(entries: dict) -> str:
         "the agent's part of a simulated step (a batched forward over the states it has no score of yet); with",
         "the text reader, whose cache serves the rest, *reads scored* is the share of its reads that needed a",
         "forward (for an agent that writes its actions: the share whose writing ran the model past the kept",
-        "next-token logits, `evaluate.simulate.write_cache_mb`). The rows are builtin seed 3, TextWorld and",
+        "next-token logits, `evaluate.simulate.write_cache_mb`); *MB at 1x / 4x rollouts*: the peak of the first",
+        "eps-0 policy's 5-step simulation at one and four rollout batches, each in a fresh process. The rows are builtin seed 3, TextWorld and",
         "ScienceWorld seed 3 (held out) and shop / multihop seed 0; the accuracy column is uncalibrated.",
         "",
         "| cell / settings | commit | online s | fit s (per policy) | estimate s | ratio | + calibration s |"
-        " sim step ms | choose ms | step / choose | reads scored | peak MB | Spearman / nRMSE (uncal.) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " sim step ms | choose ms | step / choose | reads scored | peak MB | MB at 1x / 4x rollouts |"
+        " Spearman / nRMSE (uncal.) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, e in entries.items():
         sim = e["estimate"]["simulation"]
@@ -285,7 +288,7 @@ def table(entries: dict) -> str:
             f"| {key} | {e['commit']} | {e['online']['seconds']:.0f} | {fit} | {e['estimate']['seconds']:.0f} | "
             f"{e['ratio_estimate_to_online']:.2f} | {e['calibration']['seconds']:.0f} | {sim['step_ms']:.0f} | "
             f"{sim['choose_ms']:.0f} | {sim['step_over_choose']:.2f} | "
-            f"{_reads(sim)} | {peak:.0f} | "
+            f"{_reads(sim)} | {peak:.0f} | {_by_rollouts(e)} | "
             f"{acc.get('spearman', float('nan')):.2f} / {acc.get('nrmse', float('nan')):.3f} |"
         )
     lines += ["", "## Where a simulated step's time goes (seconds over the family's simulation)", ""]
@@ -311,6 +314,14 @@ def table(entries: dict) -> str:
         lines += ["", f"## Profile of two simulated steps: {key}", "", "| op | self ms | calls |", "|---|---|---|"]
         lines += [f"| `{r['op']}` | {r['self_ms']} | {r['calls']} |" for r in e["profile_two_steps"]]
     return "\n".join(lines) + "\n"
+
+
+def _by_rollouts(entry: dict) -> str:
+    """Peak MB of one policy's simulation at 1x and 4x the rollout batch, where each was read in a fresh
+    process (earlier entries read it after the phases before, whose high-water mark hid any growth)."""
+    if entry.get("memory_probe") != "fresh processes":
+        return "-"
+    return " / ".join(f"{v:.0f}" for v in entry["peak_mb_by_rollouts"].values())
 
 
 def _reads(sim: dict) -> str:

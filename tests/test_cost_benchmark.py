@@ -48,5 +48,9 @@ def test_cost_benchmark_measures_both_sides_and_names_where_the_time_goes(smoke_
     assert entry["accuracy"]["uncalibrated"] is not None  # the ground truth it measured is the reference
     assert all(v > 0 for v in entry["peak_mb_by_rollouts"].values()) and len(entry["peak_mb_by_rollouts"]) == 2
     assert entry["profile_two_steps"] and all(r["self_ms"] >= 0 for r in entry["profile_two_steps"])
+    assert entry["memory_probe"] == "fresh processes"
+    # the estimate alone, for comparing code: the same simulation parts, from scratch each time
+    alone = cost.measure_estimate(["experiment=smoke", f"run.root={smoke_run}"], 2)
+    assert len(alone["runs"]) == 2 and all(r["seconds"] > 0 and r["simulation"]["choose"] > 0 for r in alone["runs"])
     text = cost.table({"smoke/test": entry})
     assert "| smoke/test |" in text and "## Profile of two simulated steps: smoke/test" in text
