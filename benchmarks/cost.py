@@ -53,6 +53,7 @@ from adwm.stages import evaluate as evaluate_stage
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "cost.json"
 ESTIMATES = ROOT / "benchmarks" / "results" / "cost_estimate.json"  # --estimate-only
+BATCHING = ROOT / "benchmarks" / "results" / "cost_batching.json"  # --batching
 TABLE = ROOT / "docs" / "results" / "cost.md"
 SIM_PARTS = ("start", "history", "choose", "denoise", "guidance", "heads", "retrieval")
 
@@ -178,6 +179,66 @@ def measure_estimate(overrides: list[str], repeats: int) -> dict:
         seconds, record, _ = _phase(lambda cfg=cfg: evaluate_stage.evaluate(cfg))
         runs.append({"seconds": round(seconds, 1), "simulation": _simulation(record)["parts"]})
     return {"overrides": overrides, "commit": (commit() or "unknown")[:7], "runs": runs}
+
+
+def measure_batching(overrides: list[str], k: int, repeats: int = 3) -> dict:
+    """What batching the rollouts of k policies into one forward would buy on this machine: the best of
+    `repeats` timings of one denoising (the sampler's reverse steps, omega guidance) and of one agent's
+    read of the logged start states (a write for a writing agent, else its action scores), for one rollout
+    batch and for k of them at once. `saving`: 1 - time(k batches at once) / (k x time(one batch))."""
+    import numpy as np
+
+    from adwm.guidance.composed import guided_eps_fn
+    from adwm.policies.base import AgentState
+    from adwm.policies.factory import build_policy
+    from adwm.simulation.simulate import simulation_sampler
+
+    cfg = load_config([*_fresh(overrides), "evaluate.calibration=none"], "evaluate")
+    wm, dm = (lambda m: (m["wm"], m["dm"]))(evaluate_stage._loaded(cfg, Path(cfg.evaluate.world_model)))
+    family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
+    agent = build_policy(next(p for p in family if p.eps == 0), "family")
+    b = cfg.evaluate.simulate.n_rollouts
+    starts = (logged_starts(dm) * (k * b))[: k * b]
+    sampler = simulation_sampler(wm, cfg.evaluate.simulate.sampler_steps)
+    guidance = OmegaConf.to_object(cfg.guidance)
+    with torch.no_grad():
+        z = wm.encode([s.observation for s in starts])
+    gen = torch.Generator().manual_seed(cfg.seed)
+
+    def denoise(n: int) -> None:
+        c = torch.randn(n, wm.cfg.d_context, generator=gen)
+        a = torch.randn(n, wm.cfg.d_action, generator=gen)
+        eps_fn = guided_eps_fn(lambda x, t, act, c=c: wm.eps(x, t, c, act), a, wm.abar, guidance)
+        with torch.no_grad():
+            sampler.sample(eps_fn, (n, *z.shape[1:]), gen, z.device)
+
+    def listed(s) -> list[str]:  # a start's logged list (the whole vocabulary where it was not logged)
+        return list(wm.actions) if s.admissible is None else [wm.actions[i] for i in s.admissible]
+
+    states = [AgentState(s.task, s.observation, [], listed(s)) for s in starts]
+
+    def read(n: int) -> None:
+        if cfg.policy.mode == "generate":
+            agent.write([agent.prompt_ids(x) for x in states[:n]], [np.random.default_rng(i) for i in range(n)])
+        else:
+            agent.action_scores(states[:n])
+
+    out = {"rollouts": b, "policies": k}
+    for name, fn in (("denoise", denoise), ("agent", read)):
+        one = min(_timed(lambda fn=fn: fn(b)) for _ in range(repeats))
+        many = min(_timed(lambda fn=fn: fn(k * b)) for _ in range(repeats))
+        out[name] = {
+            "one_batch_s": round(one, 6),
+            "k_batches_at_once_s": round(many, 6),
+            "saving": round(1 - many / (k * one), 3),
+        }
+    return out
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def measure(overrides: list[str], cell: str) -> dict:
@@ -353,11 +414,24 @@ def main() -> None:
         metavar="REPEATS",
         help="measure only the uncalibrated estimate, this many times; figures to " + ESTIMATES.name,
     )
+    parser.add_argument(
+        "--batching",
+        type=int,
+        metavar="POLICIES",
+        help="measure what one forward over this many policies' rollout batches would save; figures to "
+        + BATCHING.name,
+    )
     parser.add_argument("--memory-probe", metavar="POLICY", help=argparse.SUPPRESS)  # one run of _memory_by_rollouts
     parser.add_argument("overrides", nargs="*", help="the quickstart run's overrides (seed=3 run.root=runs/v3 ...)")
     args = parser.parse_args()
     if args.memory_probe:
         print(_memory_probe(args.overrides, args.memory_probe))
+        return
+    if args.batching:
+        entry = {"overrides": args.overrides, "commit": (commit() or "unknown")[:7]}
+        entry |= measure_batching(args.overrides, args.batching)
+        update_json(BATCHING, lambda stored: stored.__setitem__(f"{args.cell}/{args.label}", entry))
+        print(json.dumps(entry, indent=1))
         return
     if args.estimate_only:
         entry = measure_estimate(args.overrides, args.estimate_only)

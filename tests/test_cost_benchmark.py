@@ -52,5 +52,11 @@ def test_cost_benchmark_measures_both_sides_and_names_where_the_time_goes(smoke_
     # the estimate alone, for comparing code: the same simulation parts, from scratch each time
     alone = cost.measure_estimate(["experiment=smoke", f"run.root={smoke_run}"], 2)
     assert len(alone["runs"]) == 2 and all(r["seconds"] > 0 and r["simulation"]["choose"] > 0 for r in alone["runs"])
+    # one forward over two policies' rollout batches against two forwards: timed for both parts
+    batching = cost.measure_batching(["experiment=smoke", f"run.root={smoke_run}"], 2, repeats=1)
+    for part in ("denoise", "agent"):
+        t = batching[part]
+        assert t["one_batch_s"] > 0 and t["k_batches_at_once_s"] > 0
+        assert t["saving"] == pytest.approx(1 - t["k_batches_at_once_s"] / (2 * t["one_batch_s"]), abs=0.02)
     text = cost.table({"smoke/test": entry})
     assert "| smoke/test |" in text and "## Profile of two simulated steps: smoke/test" in text
