@@ -194,7 +194,8 @@ def measure_batching(overrides: list[str], k: int, repeats: int = 3) -> dict:
     from adwm.simulation.simulate import simulation_sampler
 
     cfg = load_config([*_fresh(overrides), "evaluate.calibration=none"], "evaluate")
-    wm, dm = (lambda m: (m["wm"], m["dm"]))(evaluate_stage._loaded(cfg, Path(cfg.evaluate.world_model)))
+    models = evaluate_stage._loaded(cfg, Path(cfg.evaluate.world_model))
+    wm, dm = models["wm"], models["dm"]
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     agent = build_policy(next(p for p in family if p.eps == 0), "family")
     b = cfg.evaluate.simulate.n_rollouts

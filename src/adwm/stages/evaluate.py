@@ -241,15 +241,20 @@ def _settings_key(settings: dict) -> str:
     return hashlib.sha1(json.dumps(as_json(settings), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _stored(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, pcfg: PolicyConfig) -> dict | None:
-    """This policy's finished simulation with the current settings, or None: a family policy's in the
-    results file (group -> name), a behaviour agent's in the behaviour store (name -> settings key)."""
-    settings = _policy_settings(cfg, ecfg, wm_path, pcfg)
+def _slot(ecfg: EvaluateConfig, group: str, name: str, settings: dict) -> tuple[Path, str, str]:
+    """Where a policy's simulation is kept -> (file, key, subkey): a family policy's in the results file
+    under group -> name, a behaviour agent's in the behaviour store under name -> settings key."""
     out, store = Path(ecfg.out), behaviour_store(ecfg)
     if group == "estimates" or store == out:
-        entry = (read_json(out) if out.is_file() else {}).get(group, {}).get(pcfg.name)
-    else:
-        entry = (read_json(store) if store.is_file() else {}).get(pcfg.name, {}).get(_settings_key(settings))
+        return out, group, name
+    return store, name, _settings_key(settings)
+
+
+def _stored(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, pcfg: PolicyConfig) -> dict | None:
+    """This policy's finished simulation with the current settings, or None."""
+    settings = _policy_settings(cfg, ecfg, wm_path, pcfg)
+    path, key, sub = _slot(ecfg, group, pcfg.name, settings)
+    entry = (read_json(path) if path.is_file() else {}).get(key, {}).get(sub)
     return entry if entry_matches(entry, settings) else None
 
 
@@ -260,11 +265,8 @@ def _simulate(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, 
     e = estimate_policy(cfg, models["wm"], models["dm"], pcfg, models["cache"])
     settings = _policy_settings(cfg, ecfg, wm_path, pcfg)
     entry = {**e, "settings": settings}
-    out, store = Path(ecfg.out), behaviour_store(ecfg)
-    if group == "estimates" or store == out:
-        update_json(out, lambda stored: stored.setdefault(group, {}).__setitem__(pcfg.name, entry))
-    else:
-        update_json(store, lambda stored: stored.setdefault(pcfg.name, {}).__setitem__(_settings_key(settings), entry))
+    path, key, sub = _slot(ecfg, group, pcfg.name, settings)
+    update_json(path, lambda stored: stored.setdefault(key, {}).__setitem__(sub, entry))
     reached("evaluate.policy")
     say(f"evaluate [{tag}] {pcfg.name}: J_hat_sim={e['J_hat_sim']:.3f} ({e['seconds']}s)")
 
