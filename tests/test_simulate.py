@@ -227,6 +227,43 @@ def test_snapping_keeps_every_simulated_latent_on_a_logged_one(world):
     assert not any(on_bank(z).any() for z in seen)
 
 
+def test_snapping_within_the_world_keeps_each_rollout_on_its_own_worlds_states(world):
+    """With `snap_world` every snapped state of a rollout started in a logged training world was seen in
+    that world (this bank has no arrivals, so the world alone decides); off, rollouts leave their worlds."""
+    wm, dm = world
+    bank = wm.proposal_bank
+    from adwm.simulation.simulate import attach_logged_worlds
+
+    attach_logged_worlds(wm, dm)
+    members = [set(ws) for ws in dm.state_worlds(bank.texts)]
+    calls: dict[bool, list] = {True: [], False: []}
+    snap = bank.snap
+    starts = logged_starts(dm)
+    uniform = PolicyConfig(name="u", kind="uniform")
+    for on in (True, False):
+
+        def recorded(z, actions=None, worlds=None, stay_in_world=False, on=on):
+            out = snap(z, actions, worlds, stay_in_world)
+            calls[on].append((worlds, out[1]))
+            return out
+
+        bank.snap = recorded
+        try:
+            sim = SimulateConfig(n_rollouts=16, batch_size=16, snap_world="outcome" if on else "none")
+            simulate(wm, uniform, None, starts, sim, GuidanceConfig(), 0.95, 4, 0)
+        finally:
+            del bank.snap
+    picked = [starts[i].world for i in np.random.default_rng(0).integers(0, len(starts), size=16)]
+    seen_worlds = {w for ws in members for w in ws}
+    assert calls[True] and all(w is None for w, _ in calls[False])
+    for worlds, index in calls[True]:
+        assert worlds.tolist() == picked
+        for w, i in zip(worlds.tolist(), index.tolist()):
+            assert w in members[i] or w not in seen_worlds  # a validation world has no bank state
+    left = sum(w not in members[i] for _, index in calls[False] for w, i in zip(picked, index.tolist()))
+    assert left > 0  # the plain snap moves rollouts into other worlds' states
+
+
 def test_first_steps_without_a_list_get_proposed_candidates_and_sets_are_capped(world):
     """A first step logged without its list (on-demand lists) starts from the world model's proposals; a
     large logged first list is cut to the `max_candidates` actions the proposal head scores highest."""

@@ -421,6 +421,57 @@ def test_snapping_by_action_keeps_to_the_states_the_action_led_to():
         ProposalBank.build(latents, [[0], [1], [2]], 4, arrivals=[[], [0]])
 
 
+def test_snapping_within_the_world_keeps_to_the_rollouts_world_where_it_saw_the_outcome():
+    from adwm.models.proposal_bank import ProposalBank
+
+    latents = torch.tensor([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0], [0.0, 5.0]])
+    # action 0 led to states 1 (seen in world 0) and 2 (world 1); action 1 to state 3 (world 1 only)
+    bank = ProposalBank.build(latents, [[0], [1], [1], [2]], 3, arrivals=[[], [0], [0], [1]])
+    query = torch.tensor([[1.1, 0.0], [1.1, 0.0], [0.0, 4.0], [0.0, 4.0], [1.1, 0.0], [1.1, 0.0]])
+    actions = torch.tensor([0, 0, 1, 1, 0, 2])
+    with pytest.raises(RuntimeError, match="attach_worlds"):
+        bank.nearest(query, actions, torch.zeros(6, dtype=torch.long))
+    bank.attach_worlds([[0, 1], [0], [1], [1]], 2)
+    worlds = torch.tensor([0, 1, 1, 0, -1, 1])
+    # row 1: world 1 saw action 0 lead to state 2, so the nearer state 1 (world 0) is passed over; row 3:
+    # world 0 never saw action 1's outcome, so the action's outcome anywhere (state 3); row 4: no world;
+    # row 5: action 2 led nowhere, so every state of world 1 competes (state 0 is nearest)
+    assert bank.nearest(query, actions).tolist() == [1, 1, 3, 3, 1, 1]
+    assert bank.nearest(query, actions, worlds, chunk=3).tolist() == [1, 2, 3, 3, 1, 0]
+    assert bank.nearest(query, None, worlds).tolist() == [1, 0, 3, 0, 1, 0]  # within the world alone
+    # staying in the world: row 3 keeps to world 0's states although world 0 never showed action 1's outcome
+    assert bank.nearest(query, actions, worlds, stay_in_world=True).tolist() == [1, 2, 3, 0, 1, 0]
+    snapped, index = bank.snap(query.view(6, 1, 2), actions, worlds)
+    assert index.tolist() == [1, 2, 3, 3, 1, 0] and torch.equal(snapped.view(6, 2), latents[index])
+    with pytest.raises(ValueError, match="4 states but 3 world lists"):
+        bank.attach_worlds([[0], [0], [1]], 2)
+    from adwm.simulation.config import SimulateConfig
+
+    with pytest.raises(
+        ValueError, match=r"evaluate.simulate.snap_world: expected one of \['none', 'outcome', 'state'\]"
+    ):
+        SimulateConfig(snap_world="yes")
+
+
+def test_the_data_module_says_in_which_logged_world_each_state_was_seen(dm):
+    texts, _ = dm.admissible_states("train")
+    worlds = dm.state_worlds(texts)
+    starts = {(ep.task, ep.steps[0].observation) for ep in dm.train_episodes + dm.val_episodes}
+    assert dm.n_worlds == len(starts)
+    seen: dict[str, set] = {}  # from the episodes themselves: a world is its task and first observation
+    for ep in dm.train_episodes:
+        for obs in [s.observation for s in ep.steps] + [ep.final_observation]:
+            seen.setdefault(obs, set()).add((ep.task, ep.steps[0].observation))
+    named = {
+        x["world"]: (dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]]) for x in dm.train_items if x["t"] == 0
+    }
+    assert [{named[w] for w in ws} for ws in worlds] == [seen[t] for t in texts]
+    from adwm.simulation.simulate import logged_starts
+
+    assert all(named.get(s.world, (s.task, s.observation)) == (s.task, s.observation) for s in logged_starts(dm))
+    assert sorted({s.world for s in logged_starts(dm)}) == list(range(dm.n_worlds))
+
+
 def test_the_bank_of_a_fit_records_the_logged_actions_that_led_to_each_state(dm):
     texts, admissible = dm.admissible_states("train")
     arrivals = dm.arrivals(texts)

@@ -66,6 +66,7 @@ class TrajectoryDataModule(L.LightningDataModule):
         self.observations: list[str] = []
         self.actions: list[str] = []
         self.tasks: list[str] = []
+        self.n_worlds = 0
         self.train_items: list[dict] = []
         self.val_items: list[dict] = []
 
@@ -77,6 +78,7 @@ class TrajectoryDataModule(L.LightningDataModule):
         obs_index: dict[str, int] = {}
         act_index: dict[str, int] = {}
         task_index: dict[str, int] = {}
+        world_index: dict[tuple[str, str], int] = {}  # a world: an episode's task and first observation
 
         def obs_id(text: str) -> int:
             return obs_index.setdefault(text, len(obs_index))
@@ -85,7 +87,14 @@ class TrajectoryDataModule(L.LightningDataModule):
             return act_index.setdefault(text, len(act_index))
 
         per_episode = [
-            self._transitions(ep, obs_id, act_id, task_index.setdefault(ep.task, len(task_index))) for ep in episodes
+            self._transitions(
+                ep,
+                obs_id,
+                act_id,
+                task_index.setdefault(ep.task, len(task_index)),
+                world_index.setdefault((ep.task, ep.steps[0].observation if ep.steps else ""), len(world_index)),
+            )
+            for ep in episodes
         ]
         if not any(per_episode):
             raise LogFormatError(f"{self.cfg.log}: no usable steps (every step needs an action and a next observation)")
@@ -102,8 +111,9 @@ class TrajectoryDataModule(L.LightningDataModule):
         self.observations = list(obs_index)
         self.actions = list(act_index)
         self.tasks = list(task_index)
+        self.n_worlds = len(world_index)
 
-    def _transitions(self, ep: Episode, obs_id, act_id, task: int) -> list[dict]:
+    def _transitions(self, ep: Episode, obs_id, act_id, task: int, world: int) -> list[dict]:
         obs = [obs_id(s.observation) for s in ep.steps] + [obs_id(ep.final_observation)]
         acts = [act_id(s.action) for s in ep.steps]
         adm = [[act_id(a) for a in s.admissible] if s.admissible is not None else None for s in ep.steps]
@@ -125,6 +135,7 @@ class TrajectoryDataModule(L.LightningDataModule):
                     "next_admissible": adm[t + 1] if t + 1 < len(adm) else None,
                     "t": t,
                     "task": task,
+                    "world": world,
                 }
             )
         return items
@@ -147,6 +158,17 @@ class TrajectoryDataModule(L.LightningDataModule):
             led.setdefault(x["next_obs"], set()).add(x["action"])
         index = {text: i for i, text in enumerate(self.observations)}
         return [sorted(led.get(index[s], ())) for s in states]
+
+    def state_worlds(self, states: list[str], split: str = "train") -> list[list[int]]:
+        """For each observation text in `states`, the ids of the logged worlds (an episode's task and first
+        observation) in which the split saw it (as o_t or as a next observation)."""
+        items = {"train": self.train_items, "val": self.val_items}[split]
+        seen: dict[int, set[int]] = {}
+        for x in items:
+            seen.setdefault(x["history_obs"][-1], set()).add(x["world"])
+            seen.setdefault(x["next_obs"], set()).add(x["world"])
+        index = {text: i for i, text in enumerate(self.observations)}
+        return [sorted(seen.get(index[s], ())) for s in states]
 
     @property
     def free_form(self) -> bool:

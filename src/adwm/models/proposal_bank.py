@@ -6,7 +6,9 @@ eps-greedy agent's random branch on real actions where the head is unsure.
 
 The bank is also what simulation snaps sampled latents to. It records, per logged state, the actions
 whose logged transitions arrived there, so a snap can keep to the states the chosen action led to in
-the log (`nearest(z, actions)`; decisions.md: snapping by action).
+the log (`nearest(z, actions)`; decisions.md: snapping by action), and the logged worlds (episodes' starts)
+each state was seen in, so a snap can keep to the rollout's own world where the log saw the outcome there
+(`nearest(z, actions, worlds)`; decisions.md: snapping within the world).
 """
 
 from __future__ import annotations
@@ -42,6 +44,21 @@ class ProposalBank:
         self.sets = _multi_hot(ids, offsets.diff(), n_actions)
         # (N, V) bools: which logged actions led to each state (None: a bank saved without them)
         self.arrivals = None if arrivals is None else arrivals.bool()
+        # per logged world, the bank states seen in it (ragged: flat + offsets; None: not attached). Attached
+        # from the data module wherever rollouts start from it, so the ids are always the starts' own
+        self.world_states: torch.Tensor | None = None
+        self.world_offsets: torch.Tensor | None = None
+
+    def attach_worlds(self, state_worlds: list[list[int]], n_worlds: int) -> None:
+        """`state_worlds[i]`: the ids (0..n_worlds-1) of the logged worlds in which bank state i was seen."""
+        if len(state_worlds) != self.latents.size(0):
+            raise ValueError(f"proposal bank: {self.latents.size(0)} states but {len(state_worlds)} world lists")
+        members: list[list[int]] = [[] for _ in range(n_worlds)]
+        for i, worlds in enumerate(state_worlds):
+            for w in worlds:
+                members[w].append(i)
+        self.world_states = torch.tensor([i for m in members for i in m], dtype=torch.long)
+        self.world_offsets = torch.tensor([0] + [len(m) for m in members]).cumsum(0)
 
     @classmethod
     def build(
@@ -63,20 +80,34 @@ class ProposalBank:
             arrived = _multi_hot(flat, torch.tensor([len(a) for a in arrivals]), n_actions)
         return cls(latents.detach().float().cpu(), ids, offsets, n_actions, texts, arrived)
 
-    def nearest(self, z: torch.Tensor, actions: torch.Tensor | None = None, chunk: int = 8192) -> torch.Tensor:
+    def nearest(
+        self,
+        z: torch.Tensor,
+        actions: torch.Tensor | None = None,
+        worlds: torch.Tensor | None = None,
+        chunk: int = 8192,
+        stay_in_world: bool = False,
+    ) -> torch.Tensor:
         """Index of the nearest bank latent (Euclidean) for each row of z (B, ...) -> (B,).
 
         With `actions` (B,) vocabulary ids (-1: none), row b keeps to the states that a logged transition by
         action b arrived at, where there is one; elsewhere (a terminal or unlogged action, a bank without
-        arrivals) every state competes."""
+        arrivals) every state competes. With `worlds` (B,) logged world ids (-1: none; needs
+        `attach_worlds`), row b then keeps to those of them seen in world b, where there is one; where there
+        is none, to every state of world b with `stay_in_world` (where it has one)."""
         q = z.detach().flatten(1).float().cpu()
-        keep = None
-        if actions is not None and self.arrivals is not None:
-            act = actions.detach().cpu().long()
-            known = act >= 0
-            keep = torch.zeros(q.size(0), self.latents.size(0), dtype=torch.bool)  # (B, N)
-            keep[known] = self.arrivals[:, act[known]].T
-            keep[~keep.any(-1)] = True
+        keep = self._action_rows(q.size(0), actions) if actions is not None and self.arrivals is not None else None
+        if worlds is not None:
+            if self.world_states is None:
+                raise RuntimeError("proposal bank: snapping within the world needs the logged worlds (attach_worlds)")
+            outcomes = keep if keep is not None else torch.ones(q.size(0), self.latents.size(0), dtype=torch.bool)
+            own = self._world_mask(worlds.detach().cpu().long())
+            keep = own & outcomes
+            unseen = ~keep.any(-1)  # the world never showed this outcome
+            if stay_in_world:
+                keep[unseen] = own[unseen]
+                unseen = ~keep.any(-1)
+            keep[unseen] = outcomes[unseen]  # the action's outcomes anywhere
         best_d = torch.full((q.size(0),), float("inf"))
         best_i = torch.zeros(q.size(0), dtype=torch.long)
         for start in range(0, self.latents.size(0), chunk):
@@ -88,10 +119,36 @@ class ProposalBank:
             best_d, best_i = torch.where(better, d, best_d), torch.where(better, i + start, best_i)
         return best_i
 
-    def snap(self, z: torch.Tensor, actions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _world_mask(self, worlds: torch.Tensor) -> torch.Tensor:
+        """(B, N) bools: the bank states seen in each row's world (none for -1 or a world beyond the bank)."""
+        out = torch.zeros(worlds.numel(), self.latents.size(0), dtype=torch.bool)
+        n_worlds = self.world_offsets.numel() - 1
+        for row, w in enumerate(worlds.tolist()):
+            if 0 <= w < n_worlds:
+                out[row, self.world_states[self.world_offsets[w] : self.world_offsets[w + 1]]] = True
+        return out
+
+    def _action_rows(self, b: int, actions: torch.Tensor) -> torch.Tensor:
+        """(B, N) bools: the states each row's action led to in the log (every state for -1 or an action
+        that led nowhere)."""
+        act = actions.detach().cpu().long()
+        known = act >= 0
+        keep = torch.zeros(b, self.latents.size(0), dtype=torch.bool)
+        keep[known] = self.arrivals[:, act[known]].T
+        keep[~keep.any(-1)] = True
+        return keep
+
+    def snap(
+        self,
+        z: torch.Tensor,
+        actions: torch.Tensor | None = None,
+        worlds: torch.Tensor | None = None,
+        stay_in_world: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Each latent of z (B, L, d) replaced by its nearest bank latent (`nearest`, keeping to the
-        states each action led to when `actions` is given) -> (snapped (B, L, d) on z's device, indices (B,))."""
-        index = self.nearest(z, actions)
+        states each action led to when `actions` is given, and to the row's world when `worlds` is given)
+        -> (snapped (B, L, d) on z's device, indices (B,))."""
+        index = self.nearest(z, actions, worlds, stay_in_world=stay_in_world)
         return self.latents[index].view_as(z).to(z.device), index
 
     def lookup(self, z: torch.Tensor) -> torch.Tensor:

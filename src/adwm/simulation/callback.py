@@ -27,7 +27,12 @@ from adwm.policies.sampling import uses_model
 from adwm.runtime.atomic import atomic_write_json
 from adwm.simulation.config import SimulateConfig
 from adwm.simulation.readers import NearestTextReader
-from adwm.simulation.simulate import logged_reward_range, logged_starts, simulate
+from adwm.simulation.simulate import (
+    attach_logged_worlds,
+    logged_reward_range,
+    logged_starts,
+    simulate,
+)
 
 
 class RolloutEvaluator(L.Callback):
@@ -76,6 +81,7 @@ class RolloutEvaluator(L.Callback):
         module.eval()
         texts, admissible = self.dm.admissible_states("train")
         module.build_proposal_bank(texts, admissible)  # retrieval fallback and texts for the reader
+        attach_logged_worlds(module, self.dm)
         starts, reward_range = logged_starts(self.dm), logged_reward_range(self.dm)
         j_hat = {}
         for pcfg in self.policies:

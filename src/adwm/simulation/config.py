@@ -14,6 +14,8 @@ CALIBRATIONS = ("none", "shift", "backbone", "model_share")
 # environment, or one of the log's two controls
 WORLDS = ("diffusion", "oracle", "nearest", "stay")
 
+SNAP_WORLD_RULES = ("none", "outcome", "state")
+
 
 @dataclass
 class SimulateConfig:
@@ -28,6 +30,11 @@ class SimulateConfig:
     # the snap keeps to the logged states that the chosen action led to in the log (where it led anywhere):
     # the sample picks among the action's logged outcomes (decisions.md: snapping by action)
     snap_by_action: bool = True
+    # ... and to the logged states seen in the rollout's own logged world (the episodes it started from), so the
+    # agent reads its world's text, not another world's (decisions.md: snapping within the world): `outcome` =
+    # where the world showed the action's outcome, else the outcomes anywhere; `state` = else any state of the
+    # world; `none` = every world alike
+    snap_world: str = "none"
     max_candidates: int = 64  # cap on a simulated candidate set (0 = none); logged builtin lists hold <= 20
     # simulated rewards clipped to the logged range: the reward head is a regression that extrapolates on
     # latents unlike the logged ones (decisions.md: reward clipping)
@@ -52,6 +59,10 @@ class SimulateConfig:
         if self.candidates not in CANDIDATE_RULES:
             raise ValueError(
                 f"evaluate.simulate.candidates: unknown rule '{self.candidates}'; choose from {list(CANDIDATE_RULES)}"
+            )
+        if self.snap_world not in SNAP_WORLD_RULES:
+            raise ValueError(
+                f"evaluate.simulate.snap_world: expected one of {list(SNAP_WORLD_RULES)}, got '{self.snap_world}'"
             )
         at_least(self, "evaluate.simulate", 1, ("n_rollouts", "batch_size", "ci_resamples"))
         at_least(self, "evaluate.simulate", 0, ("horizon", "max_candidates"), "0 = env.max_steps / no cap")

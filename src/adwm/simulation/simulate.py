@@ -38,6 +38,7 @@ class Start:
     task: str
     observation: str
     admissible: list[int] | None  # logged-action ids; None: not logged, the world model proposes the set
+    world: int = -1  # the logged world it starts in (the data module's world id; -1: none)
 
 
 def logged_starts(dm) -> list[Start]:
@@ -46,10 +47,18 @@ def logged_starts(dm) -> list[Start]:
     for x in dm.train_items + dm.val_items:
         if x["t"] == 0:
             adm = list(x["admissible"]) if x["admissible"] else None
-            out.append(Start(dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]], adm))
+            out.append(Start(dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]], adm, x["world"]))
     if not out:
         raise ValueError(f"{dm.cfg.log}: no logged first step to start rollouts from")
     return out
+
+
+def attach_logged_worlds(wm: WorldModel, dm) -> None:
+    """Tell the world model's bank in which logged worlds each of its states was seen, with the ids of
+    `logged_starts(dm)` (evaluate.simulate.snap_world); a bank without texts is left as it is."""
+    bank = wm.proposal_bank
+    if bank is not None and bank.texts is not None:
+        bank.attach_worlds(dm.state_worlds(bank.texts), dm.n_worlds)
 
 
 def logged_reward_range(dm) -> tuple[float, float]:
@@ -124,16 +133,19 @@ def simulation_sampler(wm: WorldModel, steps: int) -> DiffusionSampler:
 
 
 def _transition(
-    wm, z_next, c, a, ids, gen, cfg: SimulateConfig, reward_range
+    wm, z_next, c, a, ids, worlds, gen, cfg: SimulateConfig, reward_range
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Snap z_{t+1} to the nearest logged latent (`cfg.snap`; among the states the chosen actions `ids` led
-    to in the log with `cfg.snap_by_action`), then the reward (clipped to the logged range) and termination
-    draws of the heads -> (z_next, reward, done)."""
+    to in the log with `cfg.snap_by_action`, and among those seen in each rollout's logged world `worlds`
+    with `cfg.snap_world`), then the reward (clipped to the logged range) and termination draws of the
+    heads -> (z_next, reward, done)."""
     if cfg.snap:
         if wm.proposal_bank is None:
             raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
         with costs.section("simulate/retrieval"):
-            z_next, _ = wm.proposal_bank.snap(z_next, ids if cfg.snap_by_action else None)
+            by_world = None if cfg.snap_world == "none" else worlds
+            by_action = ids if cfg.snap_by_action else None
+            z_next, _ = wm.proposal_bank.snap(z_next, by_action, by_world, cfg.snap_world == "state")
     with costs.section("simulate/heads"):
         reward, done_logit = wm.heads.transition(z_next, c, a)
     if cfg.clip_rewards and reward_range is not None:
@@ -187,6 +199,7 @@ def _rollout_batch(
     agent's distribution over the next sets, is off (`estimate_policy` says so)."""
     b = len(starts)
     tasks = [s.task for s in starts]
+    worlds = torch.tensor([s.world for s in starts], dtype=torch.long)
     with costs.section("simulate/start"):
         z = wm.encode([s.observation for s in starts])  # (B, L, d)
         vocab = wm.vocab_embeddings()
@@ -233,7 +246,7 @@ def _rollout_batch(
             with costs.section("simulate/denoise"):
                 z_raw = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
         # (3) snapped, then the reward and termination heads
-        z_next, reward, done = _transition(wm, z_raw, c, a, ids, gen, cfg, reward_range)
+        z_next, reward, done = _transition(wm, z_raw, c, a, ids, worlds, gen, cfg, reward_range)
         ret += alive.double() * gamma**t * reward.double()
         alive &= ~done
         step(1)

@@ -43,6 +43,7 @@ from adwm.simulation.calibration import fit_calibration, logged_values
 from adwm.simulation.readers import NearestTextReader, SoftTokenReader
 from adwm.simulation.simulate import (
     agent_writes,
+    attach_logged_worlds,
     logged_reward_range,
     logged_starts,
     simulate,
@@ -224,6 +225,7 @@ def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
         if cfg.evaluate.world == "diffusion":
             device = resolve_device(cfg.evaluate.device, "evaluate.device")
             wm = load_checkpoint(WorldModelModule, wm_path, "evaluate.world_model").eval().to(device)
+            attach_logged_worlds(wm, dm)
         _LOADED.clear()
         _LOADED.update(key=key, wm=wm, dm=dm, cache={})  # cache: text scores of logged states, per checkpoint
     return _LOADED

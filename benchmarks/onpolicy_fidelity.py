@@ -1,0 +1,131 @@
+"""Are the simulated rollouts of the family's agents real? Their own actions replayed in the real environment.
+
+    .venv/bin/python benchmarks/onpolicy_fidelity.py [--rules none,outcome,state] [overrides ...]
+    # e.g. seed=3 run.root=runs/v3 evaluate.calibration=none
+
+Needs a finished `adwm quickstart` (or fit and ground truth) under run.root. For each snapping rule
+(`evaluate.simulate.snap_world`) and each policy of the family, simulates the policy as `adwm evaluate`
+does (uncalibrated), then replays each rollout's simulated actions in the real environment from its
+start's seed, and writes beside the true value J and J_hat_sim:
+
+* `real_return`: the mean discounted return the real environment pays for the simulated action
+  sequences (until the simulated or the real episode ends): what the simulated actions are worth;
+* `refused`: the share of those actions the real environment refused (builtin says so; NaN elsewhere):
+  actions read off a state the real world is not in;
+* `state_acc@k`: the share of rollouts whose simulated state after k steps agrees with the real one by
+  the environment's state key (envs.registry.state_key), the on-policy twin of `adwm fit`'s replays.
+
+Writes `benchmarks/results/onpolicy_fidelity.json`, one entry per run.root and rule.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from adwm.config import load_config
+from adwm.envs.registry import make_env, state_key
+from adwm.evaluation.family import family_policies
+from adwm.evaluation.metrics import family_metrics
+from adwm.runtime.atomic import read_json, update_json
+from adwm.simulation import simulate as sim
+from adwm.stages import evaluate as ev
+
+OUT = Path(__file__).parent / "results" / "onpolicy_fidelity.json"
+KS = (1, 5, 10)
+
+
+def _recorded(log: list):
+    """simulate's transition, recording the chosen actions, the snapped states and the drawn ends."""
+    plain = sim._transition
+
+    def transition(wm, z_raw, c, a, ids, worlds, gen, cfg, reward_range):
+        z_next, reward, done = plain(wm, z_raw, c, a, ids, worlds, gen, cfg, reward_range)
+        log.append((ids.clone(), wm.proposal_bank.nearest(z_next), done.clone()))
+        return z_next, reward, done
+
+    return transition
+
+
+def measure(cfg, rule: str) -> dict:
+    ecfg = OmegaConf.to_object(cfg.evaluate)
+    ecfg = replace(ecfg, simulate=replace(ecfg.simulate, snap_world=rule))
+    loaded = ev._loaded(cfg, ev._world_model_path(ecfg, cfg.data.log))
+    wm, dm = loaded["wm"], loaded["dm"]
+    starts = sim.logged_starts(dm)
+    seed_of = {(ep.task, ep.steps[0].observation): ep.seed for ep in dm.train_episodes + dm.val_episodes}
+    truth = read_json(Path(cfg.ground_truth.out))
+    key, env = state_key(cfg.env.name), make_env(OmegaConf.to_object(cfg.env))
+    horizon = ecfg.simulate.horizon or cfg.env.max_steps
+    out = {}
+    for pcfg in family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family)):
+        log: list = []
+        plain = sim._transition
+        sim._transition = _recorded(log)
+        try:
+            reader, continuation = ev.simulation_inputs(cfg, wm, dm, pcfg, loaded["cache"])
+            guidance = OmegaConf.to_object(cfg.guidance)
+            returns = sim.simulate(
+                wm,
+                pcfg,
+                reader,
+                starts,
+                ecfg.simulate,
+                guidance,
+                cfg.env.gamma,
+                horizon,
+                cfg.seed,
+                continuation,
+                sim.logged_reward_range(dm),
+            )
+        finally:
+            sim._transition = plain
+        picked = np.random.default_rng(cfg.seed).integers(0, len(starts), size=ecfg.simulate.n_rollouts)
+        real, refused, acc = [], [], {k: [] for k in KS}
+        for b, i in enumerate(picked):  # one batch when n_rollouts <= batch_size (checked in main)
+            env.reset(seed_of[(starts[i].task, starts[i].observation)])
+            total, discount = 0.0, 1.0
+            for t, (ids, nearest, done) in enumerate(log):
+                step = env.step(wm.actions[int(ids[b])])
+                total += discount * step.reward
+                discount *= cfg.env.gamma
+                if "admissible_action" in step.info:
+                    refused.append(not step.info["admissible_action"])
+                if t + 1 in acc:
+                    acc[t + 1].append(key(step.observation) == key(wm.proposal_bank.texts[int(nearest[b])]))
+                if bool(done[b]) or step.done:
+                    break
+            real.append(total)
+        out[pcfg.name] = {
+            "J": truth[pcfg.name]["J"],
+            "J_hat_sim": float(returns.mean()),
+            "real_return": float(np.mean(real)),
+            "refused": float(np.mean(refused)) if refused else float("nan"),
+            **{f"state_acc@{k}": float(np.mean(v)) for k, v in acc.items() if v},
+        }
+    names = list(out)
+    metrics = family_metrics([out[n]["J"] for n in names], [out[n]["J_hat_sim"] for n in names])
+    return {"policies": out, "spearman": metrics["spearman"], "nrmse": metrics["nrmse"]}
+
+
+def main(argv: list[str]) -> None:
+    rules = ["none", "outcome", "state"]
+    if argv[:1] == ["--rules"]:
+        rules, argv = argv[1].split(","), argv[2:]
+    cfg = load_config(argv)
+    if cfg.evaluate.simulate.n_rollouts > cfg.evaluate.simulate.batch_size:
+        raise SystemExit("onpolicy_fidelity: needs evaluate.simulate.n_rollouts <= evaluate.simulate.batch_size")
+    for rule in rules:
+        result = measure(cfg, rule)
+        update_json(OUT, lambda d, r=result, rule=rule: d.update({f"{cfg.run.root} {rule}": {"overrides": argv, **r}}))
+        print(rule, {k: result[k] for k in ("spearman", "nrmse")})
+        for name, row in result["policies"].items():
+            print(f"  {name}: " + "  ".join(f"{k} {v:.3f}" for k, v in row.items()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
