@@ -54,6 +54,8 @@ def _recorded(log: list):
 def measure(cfg, rule: str) -> dict:
     ecfg = OmegaConf.to_object(cfg.evaluate)
     ecfg = replace(ecfg, simulate=replace(ecfg.simulate, snap_world=rule))
+    if ecfg.simulate.n_rollouts > ecfg.simulate.batch_size:  # the recorded steps are one batch's
+        raise SystemExit("onpolicy_fidelity: needs evaluate.simulate.n_rollouts <= evaluate.simulate.batch_size")
     loaded = ev._loaded(cfg, ev._world_model_path(ecfg, cfg.data.log))
     wm, dm = loaded["wm"], loaded["dm"]
     starts = sim.logged_starts(dm)
@@ -86,7 +88,7 @@ def measure(cfg, rule: str) -> dict:
             sim._transition = plain
         picked = np.random.default_rng(cfg.seed).integers(0, len(starts), size=ecfg.simulate.n_rollouts)
         real, refused, acc = [], [], {k: [] for k in KS}
-        for b, i in enumerate(picked):  # one batch when n_rollouts <= batch_size (checked in main)
+        for b, i in enumerate(picked):
             env.reset(seed_of[(starts[i].task, starts[i].observation)])
             total, discount = 0.0, 1.0
             for t, (ids, nearest, done) in enumerate(log):
@@ -117,8 +119,6 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--rules"]:
         rules, argv = argv[1].split(","), argv[2:]
     cfg = load_config(argv)
-    if cfg.evaluate.simulate.n_rollouts > cfg.evaluate.simulate.batch_size:
-        raise SystemExit("onpolicy_fidelity: needs evaluate.simulate.n_rollouts <= evaluate.simulate.batch_size")
     for rule in rules:
         result = measure(cfg, rule)
         update_json(OUT, lambda d, r=result, rule=rule: d.update({f"{cfg.run.root} {rule}": {"overrides": argv, **r}}))
