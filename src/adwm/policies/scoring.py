@@ -22,6 +22,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from adwm.policies.base import sample_index
 from adwm.runtime import costs
@@ -53,15 +55,16 @@ def _scaled_log_softmax(logits: torch.Tensor, temperature: float) -> torch.Tenso
     return torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1)
 
 
-def _prompt_pass(model: torch.nn.Module, prompts, pad_id: int):
+def _prompt_pass(model: torch.nn.Module, prompts, pad_id: int, room: int = 0):
     """Run left-padded prompts once with the KV cache on (for sampling); logits only at the last position.
     `prompts`: token-id lists, or a left-padded (embeddings (B, L, D), mask (B, L)) pair (soft tokens).
+    With `room` > 0 the returned cache holds that many more positions in place (`_RoomyLayer`), so that
+    decoding does not copy the whole cache for every token.
 
     Token-id prompts of unequal lengths run in chunks of PREFILL_ROWS rows of similar length, whose caches
-    are then left-padded to one width: a row's keys and values depend only on its own tokens and
-    positions, so the cache is that of one padded pass, without the padding's share of the prefill (large
-    for ScienceWorld prompts, whose room descriptions vary in length). Writing each chunk into one
-    preallocated cache instead of padding and concatenating was measured slower (index_put)."""
+    are then copied, right-aligned, into one cache of the batch's width: a row's keys and values depend
+    only on its own tokens and positions, so the cache is that of one padded pass, without the padding's
+    share of the prefill (large for ScienceWorld prompts, whose room descriptions vary in length)."""
     device = next(model.parameters()).device
     if isinstance(prompts, tuple):
         embeds, mask = prompts
@@ -69,7 +72,7 @@ def _prompt_pass(model: torch.nn.Module, prompts, pad_id: int):
     else:
         ids, mask = _left_pad(prompts, pad_id)  # (B, Lp)
         if len(prompts) > PREFILL_ROWS:
-            chunked = _chunked_prompt_pass(model, prompts, pad_id, mask)
+            chunked = _chunked_prompt_pass(model, prompts, pad_id, mask, room)
             if chunked is not None:
                 return chunked, mask
         inputs = {"input_ids": ids.to(device)}
@@ -81,39 +84,102 @@ def _prompt_pass(model: torch.nn.Module, prompts, pad_id: int):
         use_cache=True,
         logits_to_keep=1,
     )
+    name = _cache_name(model)
+    cache = getattr(out, name)
+    if room > 0 and _plain_cache(cache):
+        layers = [_RoomyLayer.empty_like(x.keys, x.values, x.keys.size(-2) + room) for x in cache.layers]
+        for layer, x in zip(layers, cache.layers):
+            layer.write(slice(None), x.keys, x.values)
+        out = SimpleNamespace(logits=out.logits, **{name: _cache_of(layers)})
     return out, mask
 
 
 PREFILL_ROWS = 16  # rows of one prefill chunk (_chunked_prompt_pass)
 
 
-def _chunked_prompt_pass(model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int, mask: torch.Tensor):
-    """`_prompt_pass` of token-id prompts in length-sorted chunks, the caches merged to the width of `mask`
-    (B, W); None where the model's cache is not a plain per-layer key/value cache (sliding windows, ...)."""
-    from transformers import DynamicCache
-
+def _chunked_prompt_pass(
+    model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int, mask: torch.Tensor, room: int = 0
+):
+    """`_prompt_pass` of token-id prompts in length-sorted chunks, whose caches are copied into one cache of
+    the width of `mask` (B, W) plus `room`; None where the model's cache is not a plain per-layer key/value
+    cache (sliding windows, ...)."""
     name = _cache_name(model)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     width = mask.size(1)
-    logits, keys, values = [], [], []
+    logits, layers = None, None
     for lo in range(0, len(order), PREFILL_ROWS):
         rows = order[lo : lo + PREFILL_ROWS]
         out, _ = _prompt_pass(model, [prompts[i] for i in rows], pad_id)
         cache = getattr(out, name)
         if not _plain_cache(cache):
             return None
-        layers = cache.layers
-        pad = width - layers[0].keys.size(-2)
-        keys.append([torch.nn.functional.pad(x.keys, (0, 0, pad, 0)) for x in layers])
-        values.append([torch.nn.functional.pad(x.values, (0, 0, pad, 0)) for x in layers])
-        logits.append(out.logits)
-    back = torch.argsort(torch.tensor(order)).to(logits[0].device)
-    merged = DynamicCache()
-    for layer in range(len(keys[0])):
-        k = torch.cat([chunk[layer] for chunk in keys])[back]
-        v = torch.cat([chunk[layer] for chunk in values])[back]
-        merged.update(k, v, layer)
-    return SimpleNamespace(logits=torch.cat(logits)[back], **{name: merged})
+        if layers is None:
+            layers = [_RoomyLayer.empty_like(x.keys, x.values, width + room, len(prompts)) for x in cache.layers]
+            logits = out.logits.new_empty((len(prompts), *out.logits.shape[1:]))
+        index = torch.tensor(rows, device=logits.device)
+        logits.index_copy_(0, index, out.logits)
+        for layer, x in zip(layers, cache.layers):
+            layer.write(index, x.keys, x.values, width)
+    return SimpleNamespace(logits=logits, **{name: _cache_of(layers)})
+
+
+class _RoomyLayer(DynamicLayer):
+    """A `DynamicLayer` whose keys and values are the first positions of buffers with room for more: a
+    decoded token is written in place, where `DynamicLayer.update` copies the whole cache (torch.cat; a
+    sixth of a ScienceWorld write). Rows leave as in `DynamicLayer` (`batch_select_indices`)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int) -> None:
+        super().__init__()
+        self._keys, self._values, self.device, self.is_initialized = keys, values, keys.device, True
+        self._view(length)
+
+    @classmethod
+    def empty_like(cls, keys: torch.Tensor, values: torch.Tensor, capacity: int, rows: int | None = None):
+        """An empty layer of `rows` rows (those of `keys` by default) holding up to `capacity` positions;
+        every position is zero until written (padding is masked, but its values must be finite)."""
+        rows = keys.size(0) if rows is None else rows
+        k = keys.new_zeros((rows, keys.size(1), capacity, keys.size(-1)))
+        v = values.new_zeros((rows, values.size(1), capacity, values.size(-1)))
+        return cls(k, v, 0)
+
+    def _view(self, length: int) -> None:
+        self.keys, self.values = self._keys[:, :, :length], self._values[:, :, :length]
+
+    def write(self, rows, keys: torch.Tensor, values: torch.Tensor, width: int | None = None) -> None:
+        """Copy a (sub-)batch's cache into `rows` (an index tensor, or a slice), right-aligned to position
+        `width` (its own width by default), which becomes this layer's length."""
+        width = keys.size(-2) if width is None else width
+        span = slice(width - keys.size(-2), width)
+        if isinstance(rows, slice):
+            self._keys[rows, :, span] = keys
+            self._values[rows, :, span] = values
+        else:
+            self._keys[:, :, span].index_copy_(0, rows, keys)
+            self._values[:, :, span].index_copy_(0, rows, values)
+        self._view(width)
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        n, m = self.keys.size(-2), key_states.size(-2)
+        if n + m > self._keys.size(-2):  # out of room: grow as DynamicLayer would
+            self._keys = torch.cat([self.keys, key_states], dim=-2)
+            self._values = torch.cat([self.values, value_states], dim=-2)
+        else:
+            self._keys[:, :, n : n + m] = key_states
+            self._values[:, :, n : n + m] = value_states
+        self._view(n + m)
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        n = self.keys.size(-2)
+        self._keys, self._values = self._keys[indices], self._values[indices]
+        self._view(n)
+
+
+def _cache_of(layers: list[DynamicLayer]) -> DynamicCache:
+    """A `DynamicCache` made of the given layers."""
+    cache = DynamicCache()
+    cache.layers, cache.layer_class_to_replicate = list(layers), None
+    return cache
 
 
 # Rows that stopped leave the batch once they are this share of it: dropping rows copies the cache, about as
@@ -124,11 +190,10 @@ PRUNE_SHARE = 0.5
 def _plain_cache(cache) -> bool:
     """Whether `cache` is a plain per-layer key/value cache (no sliding windows, quantisation, ...), whose
     rows can be padded, merged and dropped."""
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-
     layers = getattr(cache, "layers", None)
-    return isinstance(cache, DynamicCache) and bool(layers) and all(type(x) is DynamicLayer for x in layers)
+    return (
+        isinstance(cache, DynamicCache) and bool(layers) and all(type(x) in (DynamicLayer, _RoomyLayer) for x in layers)
+    )
 
 
 def _keep_rows(cache, rows: list[int]) -> bool:
@@ -323,7 +388,7 @@ def sample_continuations(
     only for the rows still writing.
     """
     device = next(model.parameters()).device
-    out, mask = _prompt_pass(model, prompts, pad_id)
+    out, mask = _prompt_pass(model, prompts, pad_id, room=max_new_tokens)
     name = _cache_name(model)
     n = int(mask.size(0))
     costs.count("agent/states_read", n)
