@@ -311,6 +311,41 @@ def test_a_chunked_prefill_gives_each_row_its_own_logits_and_cache(tiny_lm_dir):
             torch.testing.assert_close(step.logits[i, -1], alone[-1], atol=1e-4, rtol=1e-4)
 
 
+def test_decoding_into_a_cache_with_room_gives_the_logits_of_transformers_growing_cache(tiny_lm_dir):
+    """A prefill with room for two tokens writes them in place; its next-token logits equal, step by step,
+    those of transformers' own cache (which copies itself to grow), also past the room (it then grows) and
+    after rows leave the batch."""
+    from transformers.cache_utils import DynamicLayer
+
+    model, tok = load_causal_lm(tiny_lm_dir)
+    texts = ["you are in the kitchen", "dark", "a red box lies here and the door is open"]
+    prompts = [tok(t)["input_ids"] for t in texts]
+    name = scoring._cache_name(model)
+    with torch.no_grad():
+        roomy, mask = scoring._prompt_pass(model, prompts, tok.pad_token_id, room=2)
+        plain, _ = scoring._prompt_pass(model, prompts, tok.pad_token_id)
+        assert {type(x) for x in getattr(roomy, name).layers} == {scoring._RoomyLayer}
+        assert {type(x) for x in getattr(plain, name).layers} == {DynamicLayer}
+        rows, pos = [0, 1, 2], mask.sum(-1)
+        for step in range(4):
+            if step == 3:  # the second row leaves both caches
+                rows = [0, 2]
+                assert scoring._keep_rows(getattr(roomy, name), [0, 2]) and scoring._keep_rows(
+                    getattr(plain, name), [0, 2]
+                )
+                mask, pos = mask[[0, 2]], pos[[0, 2]]
+            torch.testing.assert_close(roomy.logits[:, -1], plain.logits[:, -1], atol=0, rtol=0)
+            nxt = torch.tensor([[11 + 7 * step + r] for r in rows])
+            mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=torch.long)], 1)
+            inputs = dict(input_ids=nxt, attention_mask=mask, position_ids=pos[:, None], use_cache=True)
+            roomy = model(**inputs, **{name: getattr(roomy, name)})
+            plain = model(**inputs, **{name: getattr(plain, name)})
+            pos = pos + 1
+        torch.testing.assert_close(roomy.logits[:, -1], plain.logits[:, -1], atol=0, rtol=0)
+        layer = getattr(roomy, name).layers[0]
+        assert layer.keys.size(-2) == mask.size(1) and layer.keys.size(0) == 2
+
+
 @pytest.mark.parametrize("share", [0.0, scoring.PRUNE_SHARE])
 def test_a_row_that_stops_writing_leaves_the_batch_and_the_others_write_as_they_would_alone(
     tiny_lm_dir, share, monkeypatch
