@@ -33,7 +33,7 @@ from adwm.policies.llm import LLMPolicy
 from adwm.runtime.atomic import atomic_write_json
 from adwm.simulation.config import SimulateConfig
 from adwm.simulation.readers import SoftTokenReader
-from adwm.simulation.simulate import logged_reward_range, logged_starts, simulate
+from adwm.simulation.simulate import attach_logged_worlds, logged_reward_range, logged_starts, simulate
 from adwm.stages.project import backbone_key, load_projector
 
 
@@ -42,6 +42,7 @@ def main(overrides: list[str]) -> Path:
     wm = WorldModelModule.load_from_checkpoint(cfg.evaluate.world_model, map_location="cpu").eval()
     dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
     dm.setup()
+    attach_logged_worlds(wm, dm)  # evaluate.simulate.snap_world, as `adwm evaluate` does
     rewards = np.array([x["reward"] for x in dm.train_items])
     dones = np.array([x["done"] for x in dm.train_items])
     pcfg = to_object(cfg.policy)

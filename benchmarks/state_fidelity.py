@@ -36,7 +36,7 @@ from adwm.models.world_model import WorldModelModule
 from adwm.policies.config import PolicyConfig
 from adwm.runtime.atomic import atomic_write_json
 from adwm.simulation.config import SimulateConfig
-from adwm.simulation.simulate import logged_reward_range, logged_starts, simulate
+from adwm.simulation.simulate import attach_logged_worlds, logged_reward_range, logged_starts, simulate
 
 ROOM = re.compile(r"You are in the ([a-z ]+)\.")
 INVENTORY = re.compile(r"You carry ([^.]*)\.")
@@ -60,6 +60,7 @@ def main(overrides: list[str], batches: int = 8, rollouts: int = 64) -> Path:
     wm = WorldModelModule.load_from_checkpoint(cfg.evaluate.world_model, map_location="cpu").eval()
     dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
     dm.setup()
+    attach_logged_worlds(wm, dm)  # evaluate.simulate.snap_world, as `adwm evaluate` does
     entry = {
         "world_model": str(cfg.evaluate.world_model),
         "one_step": one_step(wm, dm, batches, cfg.seed),

@@ -26,7 +26,13 @@ from adwm.policies.sampling import action_log_probs, uses_model
 from adwm.runtime import costs
 from adwm.simulation.config import CANDIDATE_RULES, SimulateConfig
 from adwm.simulation.readers import NearestTextReader
-from adwm.simulation.simulate import logged_reward_range, logged_starts, next_candidates, simulate
+from adwm.simulation.simulate import (
+    attach_logged_worlds,
+    logged_reward_range,
+    logged_starts,
+    next_candidates,
+    simulate,
+)
 from helpers import uniform_log_world_model
 
 
@@ -148,6 +154,7 @@ def test_rollout_evaluator_runs_inside_a_one_epoch_fit(smoke_overrides, tmp_path
     wm = WorldModelModule.load_from_checkpoint(tmp_path / "fit" / "checkpoints" / "last.ckpt", map_location="cpu")
     dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed)
     dm.setup()
+    attach_logged_worlds(wm, dm)  # as the callback does (evaluate.simulate.snap_world)
     for pcfg in family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family)):
         reader = NearestTextReader(wm.eval(), LLMPolicy(pcfg)) if uses_model(pcfg) else None
         sim = dataclasses.replace(OmegaConf.to_object(cfg.evaluate.simulate), n_rollouts=4)

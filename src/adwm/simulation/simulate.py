@@ -137,13 +137,15 @@ def _transition(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Snap z_{t+1} to the nearest logged latent (`cfg.snap`; among the states the chosen actions `ids` led
     to in the log with `cfg.snap_by_action`, and among those seen in each rollout's logged world `worlds`
-    with `cfg.snap_world`), then the reward (clipped to the logged range) and termination draws of the
+    with `cfg.snap_world`, where the bank knows the worlds), then the reward (clipped to the logged range) and termination draws of the
     heads -> (z_next, reward, done)."""
     if cfg.snap:
         if wm.proposal_bank is None:
             raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
         with costs.section("simulate/retrieval"):
-            by_world = None if cfg.snap_world == "none" else worlds
+            # a bank that was not told the logged worlds (`attach_logged_worlds`) knows none: every world alike
+            known = wm.proposal_bank.world_states is not None
+            by_world = worlds if cfg.snap_world != "none" and known else None
             by_action = ids if cfg.snap_by_action else None
             z_next, _ = wm.proposal_bank.snap(z_next, by_action, by_world, cfg.snap_world == "state")
     with costs.section("simulate/heads"):
