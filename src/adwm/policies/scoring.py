@@ -125,8 +125,8 @@ def _chunked_prompt_pass(
 
 class _RoomyLayer(DynamicLayer):
     """A `DynamicLayer` whose keys and values are the first positions of buffers with room for more: a
-    decoded token is written in place, where `DynamicLayer.update` copies the whole cache (torch.cat; a
-    sixth of a ScienceWorld write). Rows leave as in `DynamicLayer` (`batch_select_indices`)."""
+    decoded token is written in place, where `DynamicLayer.update` copies the whole cache (torch.cat) for
+    every token. Rows leave as in `DynamicLayer` (`batch_select_indices`)."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int) -> None:
         super().__init__()
