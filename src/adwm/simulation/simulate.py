@@ -137,8 +137,8 @@ def _transition(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Snap z_{t+1} to the nearest logged latent (`cfg.snap`; among the states the chosen actions `ids` led
     to in the log with `cfg.snap_by_action`, and among those seen in each rollout's logged world `worlds`
-    with `cfg.snap_world`, where the bank knows the worlds), then the reward (clipped to the logged range) and termination draws of the
-    heads -> (z_next, reward, done)."""
+    with `cfg.snap_world`, where the bank knows the worlds), then the reward (clipped to the logged range)
+    and termination draws of the heads -> (z_next, reward, done)."""
     if cfg.snap:
         if wm.proposal_bank is None:
             raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
