@@ -1,6 +1,6 @@
 """Are the simulated rollouts of the family's agents real? Their own actions replayed in the real environment.
 
-    .venv/bin/python benchmarks/onpolicy_fidelity.py [--rules none,outcome,state] [overrides ...]
+    .venv/bin/python benchmarks/onpolicy_fidelity.py [--rules none,outcome,state] [--label L] [overrides ...]
     # e.g. seed=3 run.root=runs/v3 evaluate.calibration=none
 
 Needs a finished `adwm quickstart` (or fit and ground truth) under run.root. For each snapping rule
@@ -13,9 +13,14 @@ start's seed, and writes beside the true value J and J_hat_sim:
 * `refused`: the share of those actions the real environment refused (builtin says so; NaN elsewhere):
   actions read off a state the real world is not in;
 * `state_acc@k`: the share of rollouts whose simulated state after k steps agrees with the real one by
-  the environment's state key (envs.registry.state_key), the on-policy twin of `adwm fit`'s replays.
+  the environment's state key (envs.registry.state_key), the on-policy twin of `adwm fit`'s replays;
+* `kept_logged` / `kept_novel` (over `steps_logged` / `steps_novel` steps): of the simulated steps taken
+  in step with the real world (the same state key before the step), the share still in step after it,
+  where the logged episode of the rollout's world took that action in a state of that key, and where it
+  did not (a move whose outcome the log never showed in that world).
 
-Writes `benchmarks/results/onpolicy_fidelity.json`, one entry per run.root and rule.
+Writes `benchmarks/results/onpolicy_fidelity.json`, one entry per run.root and rule (and label: a variant's
+overrides, e.g. `--label transition evaluate.simulate.snap_by_transition=true`).
 """
 
 from __future__ import annotations
@@ -43,12 +48,17 @@ def _recorded(log: list):
     """simulate's transition, recording the chosen actions, the snapped states and the drawn ends."""
     plain = sim._transition
 
-    def transition(wm, z_raw, c, a, ids, worlds, gen, cfg, reward_range):
-        z_next, reward, done = plain(wm, z_raw, c, a, ids, worlds, gen, cfg, reward_range)
-        log.append((ids.clone(), wm.proposal_bank.nearest(z_next), done.clone()))
-        return z_next, reward, done
+    def transition(wm, z_raw, c, a, ids, worlds, state, gen, cfg, reward_range):
+        z_next, reward, done, index = plain(wm, z_raw, c, a, ids, worlds, state, gen, cfg, reward_range)
+        log.append((ids.clone(), wm.proposal_bank.nearest(z_next) if index is None else index, done.clone()))
+        return z_next, reward, done, index
 
     return transition
+
+
+def _logged_moves(episode, key) -> set:
+    """The (state key, action) pairs the logged episode took in its world."""
+    return {(key(step.observation), step.action) for step in episode.steps}
 
 
 def measure(cfg, rule: str) -> dict:
@@ -59,7 +69,7 @@ def measure(cfg, rule: str) -> dict:
     loaded = ev._loaded(cfg, ev._world_model_path(ecfg, cfg.data.log))
     wm, dm = loaded["wm"], loaded["dm"]
     starts = sim.logged_starts(dm)
-    seed_of = {(ep.task, ep.steps[0].observation): ep.seed for ep in dm.train_episodes + dm.val_episodes}
+    episode_of = {(ep.task, ep.steps[0].observation): ep for ep in dm.train_episodes + dm.val_episodes}
     truth = read_json(Path(cfg.ground_truth.out))
     key, env = state_key(cfg.env.name), make_env(OmegaConf.to_object(cfg.env))
     horizon = ecfg.simulate.horizon or cfg.env.max_steps
@@ -88,11 +98,22 @@ def measure(cfg, rule: str) -> dict:
             sim._transition = plain
         picked = np.random.default_rng(cfg.seed).integers(0, len(starts), size=ecfg.simulate.n_rollouts)
         real, refused, acc = [], [], {k: [] for k in KS}
+        kept = {"logged": [], "novel": []}
         for b, i in enumerate(picked):
-            env.reset(seed_of[(starts[i].task, starts[i].observation)])
+            episode = episode_of[(starts[i].task, starts[i].observation)]
+            moves = _logged_moves(episode, key)
+            env.reset(episode.seed)
             total, discount = 0.0, 1.0
+            real_key = sim_key = key(starts[i].observation)
             for t, (ids, nearest, done) in enumerate(log):
-                step = env.step(wm.actions[int(ids[b])])
+                action = wm.actions[int(ids[b])]
+                step = env.step(action)
+                if real_key == sim_key:  # in step so far: does the simulated step keep it?
+                    kind = "logged" if (real_key, action) in moves else "novel"
+                    real_key, sim_key = key(step.observation), key(wm.proposal_bank.texts[int(nearest[b])])
+                    kept[kind].append(real_key == sim_key)
+                else:
+                    real_key, sim_key = key(step.observation), key(wm.proposal_bank.texts[int(nearest[b])])
                 total += discount * step.reward
                 discount *= cfg.env.gamma
                 if "admissible_action" in step.info:
@@ -108,6 +129,8 @@ def measure(cfg, rule: str) -> dict:
             "real_return": float(np.mean(real)),
             "refused": float(np.mean(refused)) if refused else float("nan"),
             **{f"state_acc@{k}": float(np.mean(v)) for k, v in acc.items() if v},
+            **{f"kept_{kind}": float(np.mean(v)) if v else float("nan") for kind, v in kept.items()},
+            **{f"steps_{kind}": len(v) for kind, v in kept.items()},
         }
     names = list(out)
     metrics = family_metrics([out[n]["J"] for n in names], [out[n]["J_hat_sim"] for n in names])
@@ -115,13 +138,18 @@ def measure(cfg, rule: str) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    rules = ["none", "outcome", "state"]
-    if argv[:1] == ["--rules"]:
-        rules, argv = argv[1].split(","), argv[2:]
+    rules, label = ["none", "outcome", "state"], ""
+    while argv[:1] in (["--rules"], ["--label"]):
+        if argv[0] == "--rules":
+            rules = argv[1].split(",")
+        else:
+            label = " " + argv[1]
+        argv = argv[2:]
     cfg = load_config(argv)
     for rule in rules:
         result = measure(cfg, rule)
-        update_json(OUT, lambda d, r=result, rule=rule: d.update({f"{cfg.run.root} {rule}": {"overrides": argv, **r}}))
+        entry = f"{cfg.run.root} {rule}{label}"
+        update_json(OUT, lambda d, r=result, e=entry: d.update({e: {"overrides": argv, **r}}))
         print(rule, {k: result[k] for k in ("spearman", "nrmse")})
         for name, row in result["policies"].items():
             print(f"  {name}: " + "  ".join(f"{k} {v:.3f}" for k, v in row.items()))

@@ -26,6 +26,9 @@ def test_simulated_actions_are_replayed_in_the_real_world_for_each_snapping_rule
             assert 0 <= row["refused"] <= 1 and 0 <= row["state_acc@1"] <= 1  # every rollout takes a step
             assert all(0 <= row[f"state_acc@{k}"] <= 1 for k in (5, 10) if f"state_acc@{k}" in row)
             assert np.isfinite(row["J_hat_sim"]) and row["real_return"] >= 0  # builtin never pays less than 0
+            # every rollout's first step starts in step with the real world (the same logged observation)
+            assert row["steps_logged"] + row["steps_novel"] >= cfg.evaluate.simulate.n_rollouts
+            assert all(0 <= row[f"kept_{kind}"] <= 1 for kind in ("logged", "novel") if row[f"steps_{kind}"])
         assert -1 <= result["spearman"] <= 1 and result["nrmse"] >= 0
     # the rule changes which states the rollouts read, so what their actions are worth in the real world
     rows = [(results["none"]["policies"][n], results["state"]["policies"][n]) for n in truth]

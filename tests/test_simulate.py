@@ -249,8 +249,8 @@ def test_snapping_within_the_world_keeps_each_rollout_on_its_own_worlds_states(w
     uniform = PolicyConfig(name="u", kind="uniform")
     for on in (True, False):
 
-        def recorded(z, actions=None, worlds=None, stay_in_world=False, on=on):
-            out = snap(z, actions, worlds, stay_in_world)
+        def recorded(z, actions=None, worlds=None, stay_in_world=False, moves=None, on=on):
+            out = snap(z, actions, worlds, stay_in_world, moves)
             calls[on].append((worlds, out[1]))
             return out
 
@@ -269,6 +269,55 @@ def test_snapping_within_the_world_keeps_each_rollout_on_its_own_worlds_states(w
             assert w in members[i] or w not in seen_worlds  # a validation world has no bank state
     left = sum(w not in members[i] for _, index in calls[False] for w, i in zip(picked, index.tolist()))
     assert left > 0  # the plain snap moves rollouts into other worlds' states
+
+
+def test_snapping_by_transition_lands_on_a_logged_successor_of_the_rollouts_state_and_action(world):
+    """With `snap_by_transition` a rollout in a logged state whose world left it by the chosen action in
+    the log lands on what that led to (read off the episodes); each step's state is the last snap's."""
+    wm, dm = world
+    bank = wm.proposal_bank
+    from adwm.simulation.simulate import attach_logged_worlds
+
+    attach_logged_worlds(wm, dm)
+    world_of = {
+        (dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]]): x["world"] for x in dm.train_items if x["t"] == 0
+    }
+    led: dict[tuple[str, str, int], set[str]] = {}
+    for ep in dm.train_episodes:
+        w = world_of[(ep.task, ep.steps[0].observation)]
+        for step, nxt in zip(ep.steps, [s.observation for s in ep.steps[1:]] + [ep.final_observation]):
+            if nxt in bank.texts:
+                led.setdefault((step.observation, step.action, w), set()).add(nxt)
+    calls = []
+    snap = bank.snap
+
+    def recorded(z, actions=None, worlds=None, stay_in_world=False, moves=None):
+        out = snap(z, actions, worlds, stay_in_world, moves)
+        calls.append((moves, worlds, out[1]))
+        return out
+
+    bank.snap = recorded
+    uniform = PolicyConfig(name="u", kind="uniform")
+    starts = logged_starts(dm)
+    try:
+        sim = SimulateConfig(n_rollouts=32, batch_size=32, snap_by_transition=True)
+        simulate(wm, uniform, None, starts, sim, GuidanceConfig(), 0.95, 6, 0)
+    finally:
+        del bank.snap
+    picked = [starts[i] for i in np.random.default_rng(0).integers(0, len(starts), size=32)]
+    first = calls[0][0][0]
+    assert first.tolist() == bank.index_of([s.observation for s in picked]).tolist()
+    kept = 0
+    for (moves, worlds, index), after in zip(calls, [c[0][0] for c in calls[1:]] + [None]):
+        states, actions = moves
+        for i, a, w, j in zip(states.tolist(), actions.tolist(), worlds.tolist(), index.tolist()):
+            outcomes = led.get((bank.texts[i], wm.actions[a], w)) if i >= 0 else None
+            if outcomes:
+                kept += 1
+                assert bank.texts[j] in outcomes
+        if after is not None:
+            assert after.tolist() == index.tolist()
+    assert kept > 10
 
 
 def test_first_steps_without_a_list_get_proposed_candidates_and_sets_are_capped(world):

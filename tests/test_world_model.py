@@ -453,6 +453,54 @@ def test_snapping_within_the_world_keeps_to_the_rollouts_world_where_it_saw_the_
         SimulateConfig(snap_world="yes")
 
 
+def test_snapping_by_transition_keeps_to_the_logged_successors_of_the_state_and_action():
+    from adwm.models.proposal_bank import ProposalBank
+
+    latents = torch.tensor([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
+    texts = ["a", "b", "c", "d"]
+    bank = ProposalBank.build(latents, [[0]] * 4, 3, texts=texts, arrivals=[[], [0], [0], [0, 1]])
+    bank.attach_worlds([[0, 1], [0, 1], [1], [1]], 2)
+    # the log: from state 0 action 0 led to state 1 in world 0 and to state 2 in world 1; from state 1
+    # actions 0 and 1 led to state 3 in world 1
+    bank.attach_transitions([(0, 0, 1, 0), (0, 0, 2, 1), (1, 0, 3, 1), (1, 1, 3, 1)])
+    assert bank.index_of(["c", "zz", "a"]).tolist() == [2, -1, 0]
+    query = torch.full((6, 2), 2.9)  # nearest to state 3 wherever it may go
+    states = torch.tensor([0, 0, 1, 1, -1, 2])
+    actions = torch.tensor([0, 0, 1, 0, 0, 0])
+    worlds = torch.tensor([0, 1, 0, 0, 0, 1])
+    moves = (states, actions)
+    # the outcome rule alone: row 1 takes action 0's nearest outcome in world 1 (state 3), row 3 the one
+    # in world 0 (state 1)
+    assert bank.nearest(query, actions, worlds).tolist() == [1, 3, 3, 1, 1, 3]
+    # by transition: row 1 keeps to what state 0 led to in world 1 (state 2); rows 2, 3: world 0 never
+    # left state 1 by those actions (world 1 did: not its rollouts' business), nor did any world leave row
+    # 5's state by action 0, and row 4 has no known state: they keep the outcome rule
+    assert bank.nearest(query, actions, worlds, moves=moves).tolist() == [1, 2, 3, 1, 1, 3]
+    # every world alike: the successors in any world compete
+    assert bank.nearest(query, actions, None, moves=moves).tolist() == [2, 2, 3, 3, 3, 3]
+    snapped, index = bank.snap(query.view(6, 1, 2), actions, worlds, moves=moves)
+    assert index.tolist() == [1, 2, 3, 1, 1, 3] and torch.equal(snapped.view(6, 2), latents[index])
+    with pytest.raises(ValueError, match=r"transition \[0, 5, 1, 0\] is outside 4 states / 3 actions"):
+        bank.attach_transitions([(0, 5, 1, 0)])
+
+
+def test_the_data_module_lists_the_logged_transitions_between_bank_states(dm):
+    texts, _ = dm.admissible_states("train")
+    named = {
+        (dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]]): x["world"] for x in dm.train_items if x["t"] == 0
+    }
+    at = {t: i for i, t in enumerate(texts)}
+    expected = set()  # from the episodes themselves, not the items
+    for ep in dm.train_episodes:
+        world = named[(ep.task, ep.steps[0].observation)]
+        after = [s.observation for s in ep.steps[1:]] + [ep.final_observation]
+        for step, nxt in zip(ep.steps, after):
+            if step.observation in at and nxt in at and step.action in dm.actions:
+                expected.add((at[step.observation], dm.actions.index(step.action), at[nxt], world))
+    got = dm.transitions(texts)
+    assert got == sorted(expected) and len(got) > 0
+
+
 def test_the_data_module_says_in_which_logged_world_each_state_was_seen(dm):
     texts, _ = dm.admissible_states("train")
     worlds = dm.state_worlds(texts)

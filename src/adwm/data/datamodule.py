@@ -159,6 +159,20 @@ class TrajectoryDataModule(L.LightningDataModule):
         index = {text: i for i, text in enumerate(self.observations)}
         return [sorted(led.get(index[s], ())) for s in states]
 
+    def transitions(self, states: list[str], split: str = "train") -> list[tuple[int, int, int, int]]:
+        """The split's distinct logged transitions between observation texts of `states`, as (index in
+        `states` of o_t, action id, index of o_{t+1}, world id); a step whose o_t or o_{t+1} is not in
+        `states` (a last observation, an action outside the vocabulary) is left out."""
+        items = {"train": self.train_items, "val": self.val_items}[split]
+        index = {text: i for i, text in enumerate(states)}
+        at = [index.get(text, -1) for text in self.observations]
+        out = {
+            (at[x["history_obs"][-1]], x["action"], at[x["next_obs"]], x["world"])
+            for x in items
+            if at[x["history_obs"][-1]] >= 0 and at[x["next_obs"]] >= 0 and x["action"] >= 0
+        }
+        return sorted(out)
+
     def state_worlds(self, states: list[str], split: str = "train") -> list[list[int]]:
         """For each observation text in `states`, the ids of the logged worlds (an episode's task and first
         observation) in which the split saw it (as o_t or as a next observation)."""

@@ -8,7 +8,9 @@ The bank is also what simulation snaps sampled latents to. It records, per logge
 whose logged transitions arrived there, so a snap can keep to the states the chosen action led to in
 the log (`nearest(z, actions)`; decisions.md: snapping by action), and the logged worlds (episodes' starts)
 each state was seen in, so a snap can keep to the rollout's own world where the log saw the outcome there
-(`nearest(z, actions, worlds)`; decisions.md: snapping within the world).
+(`nearest(z, actions, worlds)`; decisions.md: snapping within the world), and the logged transitions between
+its states, so a snap from a logged state by an action the log took there keeps to the states it led to
+(`nearest(z, actions, worlds, states=...)`; decisions.md: snapping by transition).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ class ProposalBank:
         # from the data module wherever rollouts start from it, so the ids are always the starts' own
         self.world_states: torch.Tensor | None = None
         self.world_offsets: torch.Tensor | None = None
+        # (T, 4) logged transitions as bank indices: state, action id, next state, world (None: not attached)
+        self.transitions: torch.Tensor | None = None
+        self._index: dict[str, int] | None = None
 
     def attach_worlds(self, state_worlds: list[list[int]], n_worlds: int) -> None:
         """`state_worlds[i]`: the ids (0..n_worlds-1) of the logged worlds in which bank state i was seen."""
@@ -59,6 +64,45 @@ class ProposalBank:
                 members[w].append(i)
         self.world_states = torch.tensor([i for m in members for i in m], dtype=torch.long)
         self.world_offsets = torch.tensor([0] + [len(m) for m in members]).cumsum(0)
+
+    def attach_transitions(self, transitions: list[tuple[int, int, int, int]]) -> None:
+        """The logged transitions (state, action id, next state, world id), states as bank indices."""
+        t = torch.tensor(transitions, dtype=torch.long).view(-1, 4)
+        n = self.latents.size(0)
+        bad = (
+            (t[:, 0] < 0)
+            | (t[:, 0] >= n)
+            | (t[:, 2] < 0)
+            | (t[:, 2] >= n)
+            | (t[:, 1] < 0)
+            | (t[:, 1] >= self.n_actions)
+        )
+        if bad.any():
+            raise ValueError(
+                f"proposal bank: transition {t[bad][0].tolist()} is outside {n} states / {self.n_actions} actions"
+            )
+        self.transitions = t
+
+    def index_of(self, texts: list[str]) -> torch.Tensor:
+        """Bank index (B,) of each observation text; -1 for a text the bank does not hold (or a bank without
+        texts)."""
+        if self.texts is None:
+            return torch.full((len(texts),), -1, dtype=torch.long)
+        if self._index is None:
+            self._index = {text: i for i, text in enumerate(self.texts)}
+        return torch.tensor([self._index.get(t, -1) for t in texts], dtype=torch.long)
+
+    def _successor_rows(self, states: torch.Tensor, actions: torch.Tensor, worlds: torch.Tensor | None) -> torch.Tensor:
+        """(B, N) bools: the states the log reached from bank state b by action b, in world b where `worlds`
+        is given (else in any world)."""
+        src, act, dst, world = self.transitions.unbind(-1)
+        hit = (src[None, :] == states.cpu()[:, None]) & (act[None, :] == actions.cpu()[:, None])  # (B, T)
+        if worlds is not None:
+            hit &= world[None, :] == worlds.cpu()[:, None]
+        rows, cols = torch.nonzero(hit, as_tuple=True)
+        out = torch.zeros(states.numel(), self.latents.size(0), dtype=torch.bool)
+        out[rows, dst[cols]] = True
+        return out
 
     @classmethod
     def build(
@@ -87,6 +131,7 @@ class ProposalBank:
         worlds: torch.Tensor | None = None,
         chunk: int = 8192,
         stay_in_world: bool = False,
+        moves: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Index of the nearest bank latent (Euclidean) for each row of z (B, ...) -> (B,).
 
@@ -94,7 +139,10 @@ class ProposalBank:
         action b arrived at, where there is one; elsewhere (a terminal or unlogged action, a bank without
         arrivals) every state competes. With `worlds` (B,) logged world ids (-1: none; needs
         `attach_worlds`), row b then keeps to those of them seen in world b, where there is one; where there
-        is none, to every state of world b with `stay_in_world` (where it has one)."""
+        is none, to every state of world b with `stay_in_world` (where it has one). With `moves` = (states,
+        actions), each (B,): the bank index of each row's current state (-1: none) and the action it takes
+        (needs `attach_transitions`), a row whose state its world left by that action in the log (any world
+        without `worlds`) keeps to the states that led to; the rules before apply to the other rows."""
         q = z.detach().flatten(1).float().cpu()
         keep = self._action_rows(q.size(0), actions) if actions is not None and self.arrivals is not None else None
         if worlds is not None:
@@ -108,6 +156,12 @@ class ProposalBank:
                 keep[unseen] = own[unseen]
                 unseen = ~keep.any(-1)
             keep[unseen] = outcomes[unseen]  # the action's outcomes anywhere
+        if moves is not None and self.transitions is not None:
+            successors = self._successor_rows(*moves, worlds)
+            left = successors.any(-1)
+            if keep is None:
+                keep = torch.ones(q.size(0), self.latents.size(0), dtype=torch.bool)
+            keep[left] = successors[left]
         best_d = torch.full((q.size(0),), float("inf"))
         best_i = torch.zeros(q.size(0), dtype=torch.long)
         for start in range(0, self.latents.size(0), chunk):
@@ -144,11 +198,13 @@ class ProposalBank:
         actions: torch.Tensor | None = None,
         worlds: torch.Tensor | None = None,
         stay_in_world: bool = False,
+        moves: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Each latent of z (B, L, d) replaced by its nearest bank latent (`nearest`, keeping to the
-        states each action led to when `actions` is given, and to the row's world when `worlds` is given)
+        states each action led to when `actions` is given, to the row's world when `worlds` is given, and
+        to the logged successors of the row's (state, action) when `moves` is given)
         -> (snapped (B, L, d) on z's device, indices (B,))."""
-        index = self.nearest(z, actions, worlds, stay_in_world=stay_in_world)
+        index = self.nearest(z, actions, worlds, stay_in_world=stay_in_world, moves=moves)
         return self.latents[index].view_as(z).to(z.device), index
 
     def lookup(self, z: torch.Tensor) -> torch.Tensor:

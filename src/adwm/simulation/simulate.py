@@ -55,10 +55,12 @@ def logged_starts(dm) -> list[Start]:
 
 def attach_logged_worlds(wm: WorldModel, dm) -> None:
     """Tell the world model's bank in which logged worlds each of its states was seen, with the ids of
-    `logged_starts(dm)` (evaluate.simulate.snap_world); a bank without texts is left as it is."""
+    `logged_starts(dm)` (evaluate.simulate.snap_world), and the logged transitions between its states
+    (evaluate.simulate.snap_by_transition); a bank without texts is left as it is."""
     bank = wm.proposal_bank
     if bank is not None and bank.texts is not None:
         bank.attach_worlds(dm.state_worlds(bank.texts), dm.n_worlds)
+        bank.attach_transitions(dm.transitions(bank.texts))
 
 
 def logged_reward_range(dm) -> tuple[float, float]:
@@ -133,12 +135,15 @@ def simulation_sampler(wm: WorldModel, steps: int) -> DiffusionSampler:
 
 
 def _transition(
-    wm, z_next, c, a, ids, worlds, gen, cfg: SimulateConfig, reward_range
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    wm, z_next, c, a, ids, worlds, state, gen, cfg: SimulateConfig, reward_range
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Snap z_{t+1} to the nearest logged latent (`cfg.snap`; among the states the chosen actions `ids` led
-    to in the log with `cfg.snap_by_action`, and among those seen in each rollout's logged world `worlds`
-    with `cfg.snap_world`, where the bank knows the worlds), then the reward (clipped to the logged range)
-    and termination draws of the heads -> (z_next, reward, done)."""
+    to in the log with `cfg.snap_by_action`, among those seen in each rollout's logged world `worlds`
+    with `cfg.snap_world`, where the bank knows the worlds, and among the logged successors of the bank
+    states `state` (B,) by those actions with `cfg.snap_by_transition`, where the log has any), then the
+    reward (clipped to the logged range) and termination draws of the heads
+    -> (z_next, reward, done, the snapped states' bank indices or None without a snap)."""
+    index = None
     if cfg.snap:
         if wm.proposal_bank is None:
             raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
@@ -147,14 +152,15 @@ def _transition(
             known = wm.proposal_bank.world_states is not None
             by_world = worlds if cfg.snap_world != "none" and known else None
             by_action = ids if cfg.snap_by_action else None
-            z_next, _ = wm.proposal_bank.snap(z_next, by_action, by_world, cfg.snap_world == "state")
+            moves = (state, ids) if cfg.snap_by_transition and state is not None else None
+            z_next, index = wm.proposal_bank.snap(z_next, by_action, by_world, cfg.snap_world == "state", moves)
     with costs.section("simulate/heads"):
         reward, done_logit = wm.heads.transition(z_next, c, a)
     if cfg.clip_rewards and reward_range is not None:
         reward = reward.clamp(*reward_range)
     # returns and the alive mask are kept on the CPU, where the seeded generator draws
     done = torch.rand(z_next.size(0), generator=gen) < torch.sigmoid(done_logit).cpu()
-    return z_next, reward.cpu(), done
+    return z_next, reward.cpu(), done, index
 
 
 def _written_actions(wm: WorldModel, policy: PolicyConfig, reader: LatentReader | None, z, tasks, rngs) -> list[str]:
@@ -204,6 +210,9 @@ def _rollout_batch(
     worlds = torch.tensor([s.world for s in starts], dtype=torch.long)
     with costs.section("simulate/start"):
         z = wm.encode([s.observation for s in starts])  # (B, L, d)
+        # the bank index of each rollout's state (-1: a text the bank does not hold), for snapping by transition
+        bank = wm.proposal_bank
+        state = bank.index_of([s.observation for s in starts]) if cfg.snap and bank is not None else None
         vocab = wm.vocab_embeddings()
         cand = None if rngs is not None else _first_candidates(wm, z, starts, cfg.max_candidates)
         # the task stays in the history for the whole rollout
@@ -248,7 +257,7 @@ def _rollout_batch(
             with costs.section("simulate/denoise"):
                 z_raw = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
         # (3) snapped, then the reward and termination heads
-        z_next, reward, done = _transition(wm, z_raw, c, a, ids, worlds, gen, cfg, reward_range)
+        z_next, reward, done, state = _transition(wm, z_raw, c, a, ids, worlds, state, gen, cfg, reward_range)
         ret += alive.double() * gamma**t * reward.double()
         alive &= ~done
         step(1)
