@@ -4,7 +4,8 @@ Each rollout starts from a logged initial observation (real text, encoded) with
 its logged admissible list. Then, batched over rollouts: the agent reads the
 latent (the nearest logged text, by default; or soft tokens) and picks among the candidate
 actions (eps-greedy and temperature act on that same set) -> guided denoising
-gives z_{t+1}, snapped to the nearest logged latent (`snap`) -> the reward and
+gives z_{t+1}, snapped to the nearest logged latent (`snap`; among the logged outcomes of the chosen
+action, in the rollout's own world, and of its state by that action where the log has them) -> the reward and
 termination heads score the transition -> the next candidate set is the logged
 list of the nearest logged state (`candidates`; or the world model's edit head).
 """
