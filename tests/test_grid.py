@@ -78,6 +78,8 @@ def test_grid_kill_and_rerun_completes_only_the_missing_runs(tmp_path, monkeypat
     assert (tmp_path / "docs" / "tiny.md").read_text() == table
     assert "| adwm (full) |" in table and "| adwm (no_action_guidance) |" in table
     assert "| adwm_sim (full) |" in table  # the uncalibrated simulated value, per variant too
+    made = json.loads((tmp_path / "grid" / "runs" / "full-seed0" / "quickstart" / "summary.json").read_text())
+    assert made["commit"] and f"Every run was made at commit `{made['commit'][:12]}" in table
     for est in ESTIMATORS[2:]:
         assert f"| {est} |" in table
     rows = list(csv.DictReader(open(tmp_path / "grid" / "estimates.csv")))
@@ -89,6 +91,17 @@ def test_grid_kill_and_rerun_completes_only_the_missing_runs(tmp_path, monkeypat
     before = (tmp_path / "grid" / "runs" / "no_action_guidance-seed0" / "log.txt").read_text()
     assert main(["grid", spec]) == 0
     assert (tmp_path / "grid" / "runs" / "no_action_guidance-seed0" / "log.txt").read_text() == before
+
+
+def test_a_grid_table_says_which_commits_made_its_runs():
+    from adwm.sweeps.tables import commits_line
+
+    a, b = "0123456789abcdef0123", "fedcba9876543210fedc"
+    assert commits_line([a, a]) == "Every run was made at commit `0123456789ab`."
+    assert commits_line([a, b + "-dirty", a, None]) == (
+        "The runs were made at different commits: `0123456789ab` (2 runs), `fedcba987654-dirty` (1 run), an "
+        "unknown commit (1 run); the code changed between them."
+    )
 
 
 @pytest.mark.parametrize(
