@@ -320,6 +320,49 @@ def test_snapping_by_transition_lands_on_a_logged_successor_of_the_rollouts_stat
     assert kept > 10
 
 
+def test_logged_rewards_pay_what_the_log_paid_for_a_transition_of_the_rollouts_world(world, monkeypatch):
+    """With `logged_rewards` a step whose snap followed a transition its world logged pays that transition's
+    mean logged reward (read off the episodes); every other step pays the reward head's."""
+    import adwm.simulation.simulate as sim_module
+
+    wm, dm = world
+    bank = wm.proposal_bank
+    sim_module.attach_logged_worlds(wm, dm)
+    world_of = {
+        (dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]]): x["world"] for x in dm.train_items if x["t"] == 0
+    }
+    paid: dict[tuple[str, str, str, int], list[float]] = {}
+    for ep in dm.train_episodes:
+        w = world_of[(ep.task, ep.steps[0].observation)]
+        for step, nxt in zip(ep.steps, [s.observation for s in ep.steps[1:]] + [ep.final_observation]):
+            paid.setdefault((step.observation, step.action, nxt, w), []).append(step.reward)
+    head_reward = 7.0  # no logged reward is 7
+    monkeypatch.setattr(
+        wm.heads, "transition", lambda z, c, a: (torch.full((z.size(0),), head_reward), torch.zeros(z.size(0)))
+    )
+    steps = []
+    plain = sim_module._transition
+
+    def recorded(wm, z_raw, c, a, ids, worlds, state, gen, cfg, reward_range):
+        out = plain(wm, z_raw, c, a, ids, worlds, state, gen, cfg, reward_range)
+        steps.append((state.clone(), ids.clone(), worlds.clone(), out[3].clone(), out[1].clone()))
+        return out
+
+    monkeypatch.setattr(sim_module, "_transition", recorded)
+    sim = SimulateConfig(n_rollouts=32, batch_size=32, logged_rewards=True, clip_rewards=False)
+    simulate(wm, PolicyConfig(name="u", kind="uniform"), None, logged_starts(dm), sim, GuidanceConfig(), 0.95, 6, 0)
+    logged = 0
+    for state, ids, worlds, index, reward in steps:
+        for i, a, w, j, r in zip(state.tolist(), ids.tolist(), worlds.tolist(), index.tolist(), reward.tolist()):
+            key = (bank.texts[i], wm.actions[a], bank.texts[j], w) if i >= 0 else None
+            if key in paid:
+                logged += 1
+                assert r == pytest.approx(np.mean(paid[key]))
+            else:
+                assert r == head_reward
+    assert logged > 10
+
+
 def test_first_steps_without_a_list_get_proposed_candidates_and_sets_are_capped(world):
     """A first step logged without its list (on-demand lists) starts from the world model's proposals; a
     large logged first list is cut to the `max_candidates` actions the proposal head scores highest."""

@@ -462,7 +462,7 @@ def test_snapping_by_transition_keeps_to_the_logged_successors_of_the_state_and_
     bank.attach_worlds([[0, 1], [0, 1], [1], [1]], 2)
     # the log: from state 0 action 0 led to state 1 in world 0 and to state 2 in world 1; from state 1
     # actions 0 and 1 led to state 3 in world 1
-    bank.attach_transitions([(0, 0, 1, 0), (0, 0, 2, 1), (1, 0, 3, 1), (1, 1, 3, 1)])
+    bank.attach_transitions([(0, 0, 1, 0, 0.5), (0, 0, 2, 1, 0.0), (1, 0, 3, 1, 1.0), (1, 1, 3, 1, 0.25)])
     assert bank.index_of(["c", "zz", "a"]).tolist() == [2, -1, 0]
     query = torch.full((6, 2), 2.9)  # nearest to state 3 wherever it may go
     states = torch.tensor([0, 0, 1, 1, -1, 2])
@@ -480,8 +480,13 @@ def test_snapping_by_transition_keeps_to_the_logged_successors_of_the_state_and_
     assert bank.nearest(query, actions, None, moves=moves).tolist() == [2, 2, 3, 3, 3, 3]
     snapped, index = bank.snap(query.view(6, 1, 2), actions, worlds, moves=moves)
     assert index.tolist() == [1, 2, 3, 1, 1, 3] and torch.equal(snapped.view(6, 2), latents[index])
+    # the logged reward of each row's transition in its world; NaN where its world never logged it
+    paid = bank.logged_rewards(states, actions, index, worlds)
+    assert paid[:2].tolist() == [0.5, 0.0] and paid[2:].isnan().all()
+    both = torch.tensor([0, 0])  # every world alike: state 0 by action 0 to state 1 was logged in world 0 only
+    assert bank.logged_rewards(both, both, torch.tensor([1, 3]), None)[0] == 0.5
     with pytest.raises(ValueError, match=r"transition \[0, 5, 1, 0\] is outside 4 states / 3 actions"):
-        bank.attach_transitions([(0, 5, 1, 0)])
+        bank.attach_transitions([(0, 5, 1, 0, 0.0)])
 
 
 def test_the_data_module_lists_the_logged_transitions_between_bank_states(dm):
@@ -490,15 +495,18 @@ def test_the_data_module_lists_the_logged_transitions_between_bank_states(dm):
         (dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]]): x["world"] for x in dm.train_items if x["t"] == 0
     }
     at = {t: i for i, t in enumerate(texts)}
-    expected = set()  # from the episodes themselves, not the items
+    expected: dict[tuple, list[float]] = {}  # from the episodes themselves, not the items
     for ep in dm.train_episodes:
         world = named[(ep.task, ep.steps[0].observation)]
         after = [s.observation for s in ep.steps[1:]] + [ep.final_observation]
         for step, nxt in zip(ep.steps, after):
             if step.observation in at and nxt in at and step.action in dm.actions:
-                expected.add((at[step.observation], dm.actions.index(step.action), at[nxt], world))
+                key = (at[step.observation], dm.actions.index(step.action), at[nxt], world)
+                expected.setdefault(key, []).append(step.reward)
     got = dm.transitions(texts)
-    assert got == sorted(expected) and len(got) > 0
+    assert [row[:4] for row in got] == sorted(expected) and len(got) > 0
+    for row in got:
+        assert row[4] == pytest.approx(np.mean(expected[row[:4]]))
 
 
 def test_the_data_module_says_in_which_logged_world_each_state_was_seen(dm):

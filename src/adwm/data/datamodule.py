@@ -159,19 +159,20 @@ class TrajectoryDataModule(L.LightningDataModule):
         index = {text: i for i, text in enumerate(self.observations)}
         return [sorted(led.get(index[s], ())) for s in states]
 
-    def transitions(self, states: list[str], split: str = "train") -> list[tuple[int, int, int, int]]:
+    def transitions(self, states: list[str], split: str = "train") -> list[tuple[int, int, int, int, float]]:
         """The split's distinct logged transitions between observation texts of `states`, as (index in
-        `states` of o_t, action id, index of o_{t+1}, world id); a step whose o_t or o_{t+1} is not in
-        `states` (a last observation, an action outside the vocabulary) is left out."""
+        `states` of o_t, action id, index of o_{t+1}, world id, mean logged reward of the transition); a step
+        whose o_t or o_{t+1} is not in `states` (a last observation, an action outside the vocabulary) is
+        left out."""
         items = {"train": self.train_items, "val": self.val_items}[split]
         index = {text: i for i, text in enumerate(states)}
         at = [index.get(text, -1) for text in self.observations]
-        out = {
-            (at[x["history_obs"][-1]], x["action"], at[x["next_obs"]], x["world"])
-            for x in items
-            if at[x["history_obs"][-1]] >= 0 and at[x["next_obs"]] >= 0 and x["action"] >= 0
-        }
-        return sorted(out)
+        paid: dict[tuple[int, int, int, int], list[float]] = {}
+        for x in items:
+            src, dst = at[x["history_obs"][-1]], at[x["next_obs"]]
+            if src >= 0 and dst >= 0 and x["action"] >= 0:
+                paid.setdefault((src, x["action"], dst, x["world"]), []).append(float(x["reward"]))
+        return [(*key, sum(r) / len(r)) for key, r in sorted(paid.items())]
 
     def state_worlds(self, states: list[str], split: str = "train") -> list[list[int]]:
         """For each observation text in `states`, the ids of the logged worlds (an episode's task and first

@@ -52,6 +52,7 @@ class ProposalBank:
         self.world_offsets: torch.Tensor | None = None
         # (T, 4) logged transitions as bank indices: state, action id, next state, world (None: not attached)
         self.transitions: torch.Tensor | None = None
+        self.transition_rewards: torch.Tensor | None = None
         self._index: dict[str, int] | None = None
 
     def attach_worlds(self, state_worlds: list[list[int]], n_worlds: int) -> None:
@@ -65,23 +66,32 @@ class ProposalBank:
         self.world_states = torch.tensor([i for m in members for i in m], dtype=torch.long)
         self.world_offsets = torch.tensor([0] + [len(m) for m in members]).cumsum(0)
 
-    def attach_transitions(self, transitions: list[tuple[int, int, int, int]]) -> None:
-        """The logged transitions (state, action id, next state, world id), states as bank indices."""
-        t = torch.tensor(transitions, dtype=torch.long).view(-1, 4)
+    def attach_transitions(self, transitions: list[tuple[int, int, int, int, float]]) -> None:
+        """The logged transitions (state, action id, next state, world id, mean logged reward), states as
+        bank indices."""
+        t = torch.tensor([row[:4] for row in transitions], dtype=torch.long).view(-1, 4)
         n = self.latents.size(0)
-        bad = (
-            (t[:, 0] < 0)
-            | (t[:, 0] >= n)
-            | (t[:, 2] < 0)
-            | (t[:, 2] >= n)
-            | (t[:, 1] < 0)
-            | (t[:, 1] >= self.n_actions)
-        )
+        bad = (t[:, [0, 2]] < 0).any(-1) | (t[:, [0, 2]] >= n).any(-1) | (t[:, 1] < 0) | (t[:, 1] >= self.n_actions)
         if bad.any():
             raise ValueError(
                 f"proposal bank: transition {t[bad][0].tolist()} is outside {n} states / {self.n_actions} actions"
             )
         self.transitions = t
+        self.transition_rewards = torch.tensor([float(row[4]) for row in transitions], dtype=torch.float32)
+
+    def logged_rewards(
+        self, states: torch.Tensor, actions: torch.Tensor, next_states: torch.Tensor, worlds: torch.Tensor | None
+    ) -> torch.Tensor:
+        """(B,) the logged reward of each row's transition (state, action, next state) in its world (in any
+        world where `worlds` is None; the mean over worlds), NaN where the log has no such transition."""
+        src, act, dst, world = self.transitions.unbind(-1)
+        hit = (src[None, :] == states.cpu()[:, None]) & (act[None, :] == actions.cpu()[:, None])
+        hit &= dst[None, :] == next_states.cpu()[:, None]
+        if worlds is not None:
+            hit &= world[None, :] == worlds.cpu()[:, None]
+        total = (hit.float() * self.transition_rewards[None, :]).sum(-1)
+        count = hit.sum(-1)
+        return torch.where(count > 0, total / count.clamp(min=1), torch.full_like(total, float("nan")))
 
     def index_of(self, texts: list[str]) -> torch.Tensor:
         """Bank index (B,) of each observation text; -1 for a text the bank does not hold (or a bank without

@@ -43,6 +43,9 @@ class SimulateConfig:
     # Chosen on the builtin tuning seeds 0-2; the other cells' experiments keep it off, where it has not
     # been measured (decisions.md: snapping by transition)
     snap_by_transition: bool = True
+    # where a snap followed a logged transition of the rollout's world (snapping by transition), the reward is
+    # that transition's logged one (its mean), not the reward head's (decisions.md: logged rewards)
+    logged_rewards: bool = False
     max_candidates: int = 64  # cap on a simulated candidate set (0 = none); logged builtin lists hold <= 20
     # simulated rewards clipped to the logged range: the reward head is a regression that extrapolates on
     # latents unlike the logged ones (decisions.md: reward clipping)

@@ -143,8 +143,9 @@ def _transition(
     with `cfg.snap_world`, where the bank knows the worlds, and among the logged successors of the bank
     states `state` (B,) by those actions with `cfg.snap_by_transition`, where the log has any), then the
     reward (clipped to the logged range) and termination draws of the heads
+    (with `cfg.logged_rewards`, a transition the rollout's world logged pays its logged reward)
     -> (z_next, reward, done, the snapped states' bank indices or None without a snap)."""
-    index = None
+    index, moves, by_world = None, None, None
     if cfg.snap:
         if wm.proposal_bank is None:
             raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
@@ -159,6 +160,9 @@ def _transition(
         reward, done_logit = wm.heads.transition(z_next, c, a)
     if cfg.clip_rewards and reward_range is not None:
         reward = reward.clamp(*reward_range)
+    if cfg.logged_rewards and moves is not None and wm.proposal_bank.transitions is not None:
+        logged = wm.proposal_bank.logged_rewards(state, ids, index, by_world).to(reward.device)
+        reward = torch.where(torch.isnan(logged), reward, logged.to(reward.dtype))
     # returns and the alive mask are kept on the CPU, where the seeded generator draws
     done = torch.rand(z_next.size(0), generator=gen) < torch.sigmoid(done_logit).cpu()
     return z_next, reward.cpu(), done, index
