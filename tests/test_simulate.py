@@ -363,6 +363,18 @@ def test_logged_rewards_pay_what_the_log_paid_for_a_transition_of_the_rollouts_w
     assert logged > 10
 
 
+def test_an_action_pays_once_a_rollout_with_pay_once():
+    from adwm.simulation.simulate import _paid_once
+
+    paid = torch.zeros(4, 5, dtype=torch.bool)
+    paid[0, 1] = True  # rollout 0's action 1 paid before
+    out = _paid_once(torch.tensor([0.5, 0.2, 0.0, 0.3]), torch.tensor([1, 2, 3, -1]), paid)
+    assert out.tolist() == pytest.approx([0.0, 0.2, 0.0, 0.3])  # an action outside the vocabulary is not tracked
+    assert paid.nonzero().tolist() == [[0, 1], [1, 2]]  # a step that paid nothing does not count
+    again = _paid_once(torch.tensor([0.1, 0.4, 0.7, 0.3]), torch.tensor([4, 2, 3, -1]), paid)
+    assert again.tolist() == pytest.approx([0.1, 0.0, 0.7, 0.3])
+
+
 def test_first_steps_without_a_list_get_proposed_candidates_and_sets_are_capped(world):
     """A first step logged without its list (on-demand lists) starts from the world model's proposals; a
     large logged first list is cut to the `max_candidates` actions the proposal head scores highest."""

@@ -46,6 +46,9 @@ class SimulateConfig:
     # where a snap followed a logged transition of the rollout's world (snapping by transition), the reward is
     # that transition's logged one (its mean), not the reward head's (decisions.md: logged rewards)
     logged_rewards: bool = False
+    # an action pays at most once a rollout: after a step of it paid a positive reward, its later steps pay 0
+    # (builtin's milestones pay the first time; decisions.md: logged rewards)
+    pay_once: bool = False
     max_candidates: int = 64  # cap on a simulated candidate set (0 = none); logged builtin lists hold <= 20
     # simulated rewards clipped to the logged range: the reward head is a regression that extrapolates on
     # latents unlike the logged ones (decisions.md: reward clipping)

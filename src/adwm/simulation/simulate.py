@@ -224,6 +224,7 @@ def _rollout_batch(
         window = Window.start(z, wm.encode(tasks), wm.hparams.window, vocab.size(1))
     alive = torch.ones(b, dtype=torch.bool)
     ret = torch.zeros(b, dtype=torch.float64)
+    paid = torch.zeros(b, len(wm.actions), dtype=torch.bool)  # the actions that paid in each rollout (pay_once)
     guided = {int(t) for t in sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
     for t in range(horizon):
         costs.count("simulate/steps")
@@ -263,6 +264,8 @@ def _rollout_batch(
                 z_raw = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
         # (3) snapped, then the reward and termination heads
         z_next, reward, done, state = _transition(wm, z_raw, c, a, ids, worlds, state, gen, cfg, reward_range)
+        if cfg.pay_once:
+            reward = _paid_once(reward, ids, paid)
         ret += alive.double() * gamma**t * reward.double()
         alive &= ~done
         step(1)
@@ -275,6 +278,17 @@ def _rollout_batch(
         window = window.shifted(z_next, a)
         z = z_next
     return ret.numpy()
+
+
+def _paid_once(reward: torch.Tensor, ids: torch.Tensor, paid: torch.Tensor) -> torch.Tensor:
+    """`reward` (B,) with 0 where the row's action (`ids`, -1: outside the vocabulary) already paid a positive
+    reward in its rollout; marks the actions that pay now in `paid` (B, V)."""
+    rows = torch.nonzero(ids >= 0).flatten()
+    out = reward.clone()
+    again = paid[rows, ids[rows]]
+    out[rows[again]] = 0.0
+    paid[rows, ids[rows]] |= out[rows] > 0
+    return out
 
 
 def _tilted_next(
