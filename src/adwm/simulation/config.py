@@ -44,10 +44,11 @@ class SimulateConfig:
     # been measured (decisions.md: snapping by transition)
     snap_by_transition: bool = True
     # where a snap followed a logged transition of the rollout's world (snapping by transition), the reward is
-    # that transition's logged one (its mean), not the reward head's (decisions.md: logged rewards)
+    # that transition's logged one (its mean), not the reward head's (off: measured worse on the tuning seeds;
+    # decisions.md: logged rewards and paying once)
     logged_rewards: bool = False
     # an action pays at most once a rollout: after a step of it paid a positive reward, its later steps pay 0
-    # (builtin's milestones pay the first time; decisions.md: logged rewards)
+    # (builtin's milestones pay the first time; off, as logged_rewards)
     pay_once: bool = False
     max_candidates: int = 64  # cap on a simulated candidate set (0 = none); logged builtin lists hold <= 20
     # simulated rewards clipped to the logged range: the reward head is a regression that extrapolates on
