@@ -10,7 +10,8 @@ the log (`nearest(z, actions)`; decisions.md: snapping by action), and the logge
 each state was seen in, so a snap can keep to the rollout's own world where the log saw the outcome there
 (`nearest(z, actions, worlds)`; decisions.md: snapping within the world), and the logged transitions between
 its states, so a snap from a logged state by an action the log took there keeps to the states it led to
-(`nearest(z, actions, worlds, states=...)`; decisions.md: snapping by transition).
+(`nearest(z, actions, worlds, moves=(states, actions))`; decisions.md: snapping by transition), with their
+logged rewards (`logged_rewards`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class ProposalBank:
         # from the data module wherever rollouts start from it, so the ids are always the starts' own
         self.world_states: torch.Tensor | None = None
         self.world_offsets: torch.Tensor | None = None
-        # (T, 4) logged transitions as bank indices: state, action id, next state, world (None: not attached)
+        # (T, 4) logged transitions as bank indices: state, action id, next state, world, and (T,) their mean
+        # logged rewards (None: not attached)
         self.transitions: torch.Tensor | None = None
         self.transition_rewards: torch.Tensor | None = None
         self._index: dict[str, int] | None = None
