@@ -108,18 +108,17 @@ def measure(cfg, rule: str) -> dict:
             for t, (ids, nearest, done) in enumerate(log):
                 action = wm.actions[int(ids[b])]
                 step = env.step(action)
-                if real_key == sim_key:  # in step so far: does the simulated step keep it?
-                    kind = "logged" if (real_key, action) in moves else "novel"
-                    real_key, sim_key = key(step.observation), key(wm.proposal_bank.texts[int(nearest[b])])
+                kind = "logged" if (real_key, action) in moves else "novel"
+                in_step = real_key == sim_key  # so far: does the simulated step keep it?
+                real_key, sim_key = key(step.observation), key(wm.proposal_bank.texts[int(nearest[b])])
+                if in_step:
                     kept[kind].append(real_key == sim_key)
-                else:
-                    real_key, sim_key = key(step.observation), key(wm.proposal_bank.texts[int(nearest[b])])
                 total += discount * step.reward
                 discount *= cfg.env.gamma
                 if "admissible_action" in step.info:
                     refused.append(not step.info["admissible_action"])
                 if t + 1 in acc:
-                    acc[t + 1].append(key(step.observation) == key(wm.proposal_bank.texts[int(nearest[b])]))
+                    acc[t + 1].append(real_key == sim_key)
                 if bool(done[b]) or step.done:
                     break
             real.append(total)

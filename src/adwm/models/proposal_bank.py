@@ -86,11 +86,7 @@ class ProposalBank:
     ) -> torch.Tensor:
         """(B,) the logged reward of each row's transition (state, action, next state) in its world (in any
         world where `worlds` is None; the mean over worlds), NaN where the log has no such transition."""
-        src, act, dst, world = self.transitions.unbind(-1)
-        hit = (src[None, :] == states.cpu()[:, None]) & (act[None, :] == actions.cpu()[:, None])
-        hit &= dst[None, :] == next_states.cpu()[:, None]
-        if worlds is not None:
-            hit &= world[None, :] == worlds.cpu()[:, None]
+        hit = self._logged_moves(states, actions, worlds) & (self.transitions[None, :, 2] == next_states.cpu()[:, None])
         total = (hit.float() * self.transition_rewards[None, :]).sum(-1)
         count = hit.sum(-1)
         return torch.where(count > 0, total / count.clamp(min=1), torch.full_like(total, float("nan")))
@@ -107,14 +103,19 @@ class ProposalBank:
     def _successor_rows(self, states: torch.Tensor, actions: torch.Tensor, worlds: torch.Tensor | None) -> torch.Tensor:
         """(B, N) bools: the states the log reached from bank state b by action b, in world b where `worlds`
         is given (else in any world)."""
-        src, act, dst, world = self.transitions.unbind(-1)
-        hit = (src[None, :] == states.cpu()[:, None]) & (act[None, :] == actions.cpu()[:, None])  # (B, T)
+        rows, cols = torch.nonzero(self._logged_moves(states, actions, worlds), as_tuple=True)
+        out = torch.zeros(states.numel(), self.latents.size(0), dtype=torch.bool)
+        out[rows, self.transitions[cols, 2]] = True
+        return out
+
+    def _logged_moves(self, states: torch.Tensor, actions: torch.Tensor, worlds: torch.Tensor | None) -> torch.Tensor:
+        """(B, T) bools: the logged transitions that leave row b's state by its action (in its world where
+        `worlds` is given)."""
+        src, act, _, world = self.transitions.unbind(-1)
+        hit = (src[None, :] == states.cpu()[:, None]) & (act[None, :] == actions.cpu()[:, None])
         if worlds is not None:
             hit &= world[None, :] == worlds.cpu()[:, None]
-        rows, cols = torch.nonzero(hit, as_tuple=True)
-        out = torch.zeros(states.numel(), self.latents.size(0), dtype=torch.bool)
-        out[rows, dst[cols]] = True
-        return out
+        return hit
 
     @classmethod
     def build(

@@ -224,7 +224,7 @@ def _rollout_batch(
         window = Window.start(z, wm.encode(tasks), wm.hparams.window, vocab.size(1))
     alive = torch.ones(b, dtype=torch.bool)
     ret = torch.zeros(b, dtype=torch.float64)
-    paid = torch.zeros(b, len(wm.actions), dtype=torch.bool)  # the actions that paid in each rollout (pay_once)
+    paid = torch.zeros(b, len(wm.actions), dtype=torch.bool) if cfg.pay_once else None  # actions that paid
     guided = {int(t) for t in sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
     for t in range(horizon):
         costs.count("simulate/steps")
