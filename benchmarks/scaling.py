@@ -22,6 +22,7 @@ import numpy as np
 
 from adwm.evaluation.plots import save_figure
 from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json
+from adwm.runtime.provenance import load_run_config
 
 COLUMNS = (
     ("spearman", "Spearman"),
@@ -39,7 +40,7 @@ def run_point(run: Path) -> dict | None:
     if not (run / "grid_run.json").is_file() or not summary_path.is_file():
         return None
     summary = read_json(summary_path)
-    cfg = summary["config"]
+    cfg = load_run_config(summary["config"])  # the summary names the run's saved config
     metrics = summary["metrics"].get("adwm_sim") or summary["metrics"]["adwm"]  # uncalibrated
     fit = read_json(Path(cfg["run"]["fit"]) / "metrics.json")
     episodes = cfg["data"]["max_episodes"]

@@ -24,7 +24,9 @@ def _run(grid: Path, name: str, seed: int, steps: int, episodes: int, spearman: 
     log.write_text("{}\n" * 40)  # 40 logged episodes
     cfg = {"run": {"fit": str(fit)}, "fit": {"max_steps": steps}, "data": {"max_episodes": episodes}}
     metrics = {"adwm": {"spearman": spearman, "nrmse": 1 - spearman, "regret_at_1": 0.0}}
-    summary = {"config": cfg, "metrics": metrics, "seed": seed, "behaviour_log": str(log), "commit": "abc"}
+    (run / "quickstart" / "config.yaml").write_text(json.dumps(cfg))  # JSON is YAML
+    config = str(run / "quickstart" / "config.yaml")
+    summary = {"config": config, "metrics": metrics, "seed": seed, "behaviour_log": str(log), "commit": "abc"}
     (run / "quickstart" / "summary.json").write_text(json.dumps(summary))
     fidelity = {"fidelity/state_acc@1": acc, "fidelity/state_acc@10": acc / 2, "fidelity/return_corr": 0.5}
     (fit / "metrics.json").write_text(json.dumps({"global_step": steps, "seconds": steps / 10, "metrics": fidelity}))

@@ -7,6 +7,8 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from adwm.runtime.atomic import atomic_write_text
 
 CONFIG_FILE = "config.yaml"
@@ -46,3 +48,11 @@ def save_run_config(folder: str | Path, config_yaml: str, command: str, override
     header = f"# {command_line(command, overrides)}\n# commit: {commit() or 'unknown (not a git checkout)'}\n"
     atomic_write_text(path, header + config_yaml)
     return path
+
+
+def load_run_config(path: str | Path) -> dict:
+    """A run's resolved config as saved by `save_run_config` (a summary's `config` names its file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the run's config is missing (its command writes it when it ends)")
+    return OmegaConf.to_container(OmegaConf.load(path))
