@@ -108,12 +108,13 @@ def test_free_form_rollouts_embed_what_the_agent_wrote(tmp_path):
     encoder embeds each step; the eps share draws logged actions."""
     from adwm.guidance.config import GuidanceConfig
     from adwm.simulation.config import SimulateConfig
-    from adwm.simulation.simulate import _written_actions, logged_starts, simulate
+    from adwm.simulation.simulate import _written_actions, attach_logged_worlds, logged_starts, simulate
     from helpers import uniform_log_world_model
 
     dm, wm = uniform_log_world_model(tmp_path, n_episodes=6, max_steps=4, val_fraction=0.0, sampler_steps=2)
     states = dm.logged_states("train")
     wm.build_proposal_bank(states, [[] for _ in states])
+    attach_logged_worlds(wm, dm)  # as adwm evaluate does
     assert wm.free_form
 
     class Writer:
@@ -146,12 +147,13 @@ def test_a_writing_agents_simulation_is_the_same_with_its_logits_kept_and_writes
     from adwm.runtime import costs
     from adwm.simulation.config import SimulateConfig
     from adwm.simulation.readers import NearestTextReader
-    from adwm.simulation.simulate import logged_starts, simulate
+    from adwm.simulation.simulate import attach_logged_worlds, logged_starts, simulate
     from helpers import uniform_log_world_model
 
     dm, wm = uniform_log_world_model(tmp_path, n_episodes=6, max_steps=4, val_fraction=0.0, sampler_steps=2)
     states = dm.logged_states("train")
     wm.build_proposal_bank(states, [[] for _ in states])
+    attach_logged_worlds(wm, dm)  # as adwm evaluate does
     cfg = SimulateConfig(n_rollouts=12, horizon=4, batch_size=12)
     starts, cache = logged_starts(dm), {}
 

@@ -3,6 +3,7 @@ the RolloutEvaluator callback inside a one-epoch fit."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 
@@ -62,6 +63,7 @@ def world(tmp_path_factory):
     dm, wm = uniform_log_world_model(tmp_path_factory.mktemp("sim"), 20, 8, 0.2, 3)
     texts, adm = dm.admissible_states("train")
     wm.eval().build_proposal_bank(texts, adm)
+    attach_logged_worlds(wm, dm)  # as adwm evaluate does (evaluate.simulate.snap_world)
     return wm, dm
 
 
@@ -129,6 +131,20 @@ def test_simulation_is_deterministic_for_a_seed_and_reads_text(world, bc_agent_d
     assert not np.array_equal(runs[0], runs[2])
     uniform = simulate(wm, PolicyConfig(name="u", kind="uniform"), None, starts, sim, guidance, 0.95, 4, 3)
     assert uniform.shape == (6,)
+
+
+def test_simulation_names_the_missing_logged_worlds_of_a_bank_that_was_not_told_them(world):
+    wm, dm = world
+    bare = copy.copy(wm.proposal_bank)  # the fixture's bank, without its worlds
+    bare.world_states = None
+    wm_bare = copy.copy(wm)
+    wm_bare.proposal_bank = bare
+    pcfg = PolicyConfig(name="u", kind="uniform")
+    args = (None, logged_starts(dm))
+    with pytest.raises(RuntimeError, match=r"snap_world=state: .*attach_logged_worlds.*snap_world=none"):
+        simulate(wm_bare, pcfg, *args, SimulateConfig(n_rollouts=2, batch_size=2), GuidanceConfig(), 0.95, 2, 0)
+    alike = SimulateConfig(n_rollouts=2, batch_size=2, snap_world="none", snap_by_transition=False)
+    assert simulate(wm_bare, pcfg, *args, alike, GuidanceConfig(), 0.95, 2, 0).shape == (2,)
 
 
 def test_rollout_evaluator_runs_inside_a_one_epoch_fit(smoke_overrides, tmp_path, bc_agent_dir):

@@ -93,6 +93,13 @@ def simulate(
         raise RuntimeError(
             "evaluate.simulate.candidates=retrieval: the world model has no bank of logged states (fit builds it)"
         )
+    bank = world_model.proposal_bank
+    if cfg.snap and cfg.snap_world != "none" and bank is not None and bank.world_states is None:
+        raise RuntimeError(
+            f"evaluate.simulate.snap_world={cfg.snap_world}: the world model's bank was not told which logged "
+            "world each of its states belongs to; call simulation.simulate.attach_logged_worlds(world_model, "
+            "data_module) first (adwm evaluate does), or set evaluate.simulate.snap_world=none"
+        )
     wm = world_model.eval()
     sampler = simulation_sampler(wm, cfg.sampler_steps)
     gen = torch.Generator().manual_seed(seed)
@@ -150,9 +157,7 @@ def _transition(
         if wm.proposal_bank is None:
             raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
         with costs.section("simulate/retrieval"):
-            # a bank that was not told the logged worlds (`attach_logged_worlds`) knows none: every world alike
-            known = wm.proposal_bank.world_states is not None
-            by_world = worlds if cfg.snap_world != "none" and known else None
+            by_world = worlds if cfg.snap_world != "none" else None
             by_action = ids if cfg.snap_by_action else None
             moves = (state, ids) if cfg.snap_by_transition and state is not None else None
             z_next, index = wm.proposal_bank.snap(z_next, by_action, by_world, cfg.snap_world == "state", moves)
