@@ -63,5 +63,6 @@ def test_a_perfect_model_scores_one_and_the_controls_score_as_computed_by_hand(t
         )
         assert out[f"fidelity/stay_state_acc@{k}"] == stay
         assert 0.0 <= out[f"fidelity/nearest_state_acc@{k}"] <= 1.0
+        assert 0.0 <= out[f"fidelity/analogy_state_acc@{k}"] <= 1.0
     assert out["fidelity/logged_end_rate"] == np.mean([not ep.info.get("truncated", False) for ep in held])
     assert 0.0 <= out["fidelity/sim_end_prob"] <= 1.0 and out["fidelity/episodes"] == 4

@@ -184,7 +184,11 @@ def test_fidelity_table_means_each_world_over_seeds():
     assert fidelity_rows({"final/x": 1.0}, "full", 0) == []  # a fit that measured none
     rows = fidelity_rows(metrics(0.2, 0.9), "full", 0) + fidelity_rows(metrics(0.4, 0.7), "full", 1)
     rows += fidelity_rows(metrics(0.6, 0.0), "other", 0, controls=False)
-    assert [r["row"] for r in rows].count("stay") == 2 and len(rows) == 7
+    assert [r["row"] for r in rows].count("stay") == 2 and len(rows) == 7  # no analogy metrics: no row
+    with_analogy = fidelity_rows(
+        metrics(0.2, 0.9) | {f"fidelity/analogy_state_acc@{k}": 0.8 for k in (1, 5, 10)}, "f", 0
+    )
+    assert [r["row"] for r in with_analogy] == ["learned (f)", "stay", "nearest", "analogy"]
     table = mean_ci_table(rows, "row", FIDELITY_METRICS, 200, 0.95, "world").splitlines()
     assert table[0].startswith("| world | state acc @1 | state acc @5 | state acc @10 | return corr |")
     learned = next(line for line in table if line.startswith("| learned (full) |")).split(" | ")

@@ -134,7 +134,7 @@ def test_evaluate_in_each_world_by_config(smoke_run, tmp_path, one_thread):
     family = ["family.eps=[0.0,1.0]", "family.off_path=[]", "evaluate.calibration=none", "workers=1"]
     rollouts = ["evaluate.simulate.n_rollouts=200", "evaluate.simulate.horizon=0"]
     results = {}
-    for world in ("oracle", "nearest", "stay"):
+    for world in ("oracle", "nearest", "stay", "analogy"):
         out = tmp_path / f"{world}.json"
         args = ["evaluate", *reads(smoke_run), *family, *rollouts, f"evaluate.world={world}", f"evaluate.out={out}"]
         if world == "oracle":  # reads no world model: a missing one does not matter

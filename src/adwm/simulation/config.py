@@ -11,8 +11,8 @@ CANDIDATE_RULES = ("retrieval", "sample", "threshold")
 CALIBRATIONS = ("none", "shift", "backbone", "model_share")
 
 # what `adwm evaluate` rolls the agent out in (simulation/worlds.py): the learned world model, the real
-# environment, or one of the log's two controls
-WORLDS = ("diffusion", "oracle", "nearest", "stay")
+# environment, one of the log's two controls, or the log's edits by analogy (simulation/analogy.py)
+WORLDS = ("diffusion", "oracle", "nearest", "stay", "analogy")
 
 SNAP_WORLD_RULES = ("none", "outcome", "state")
 

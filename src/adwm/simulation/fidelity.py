@@ -3,9 +3,9 @@
 For k = 1, 5, 10 steps: the state accuracy, the share of replays whose state after k logged actions (the
 nearest logged observation of the sampled latent, what the agent and the heads read after snapping)
 agrees with the logged observation k steps in, by the environment's state key (`envs.registry.state_key`:
-builtin's room and inventory; the whole text elsewhere). Beside it the same accuracy of the two log
-controls (simulation/worlds.py): `stay` (the first observation kept) and `nearest` (the logged successors
-of the training split). And over whole episodes: the correlation of the simulated and logged discounted
+builtin's room and inventory; the whole text elsewhere). Beside it the same accuracy of the log's
+text worlds, built from the training split: `stay` (the first observation kept), `nearest` (the logged
+successors; simulation/worlds.py) and `analogy` (the log's edits applied by analogy; simulation/analogy.py). And over whole episodes: the correlation of the simulated and logged discounted
 returns (the simulated one is the expected return under the termination head, sum_t gamma^t r_t
 prod_{s<t} (1 - p_s)) and the mean simulated probability of ending within the logged length against the
 logged share of episodes that ended (not truncated).
@@ -21,6 +21,7 @@ import torch
 from adwm.data.schema import Episode
 from adwm.models.history import Window
 from adwm.models.proposal_bank import action_ids
+from adwm.simulation.analogy import AnalogyWorld
 from adwm.simulation.worlds import LoggedStart, LoggedWorld
 
 KS = (1, 5, 10)
@@ -98,20 +99,22 @@ def replay_fidelity(
 def _control_states(
     episodes: Sequence[Episode], train_episodes: Sequence[Episode], ks: Sequence[int], seed: int
 ) -> dict[str, dict[int, list[str]]]:
-    """Each control's observation after k logged actions, per episode (`stay`: the first one)."""
-    nearest = LoggedWorld(train_episodes, moves=True)
-    rng = np.random.default_rng(seed)
-    out: dict[str, dict[int, list[str]]] = {"stay": {}, "nearest": {}}
-    for k in ks:
-        out["stay"][k] = [ep.steps[0].observation for ep in episodes]
-        out["nearest"][k] = []
-    for ep in episodes:
-        state = nearest.start(LoggedStart(ep.task, ep.steps[0].observation, ep.steps[0].admissible, ep.seed))
-        for t, step in enumerate(ep.steps):
-            state, _, _ = nearest.step(state, step.action, rng)
-            if t + 1 in ks:
-                out["nearest"][t + 1].append(state.observation)
-        for k in ks:
-            if len(ep.steps) < k:
-                out["nearest"][k].append("")
+    """Each control's observation after k logged actions, per episode (`stay`: the first one; `nearest` and
+    `analogy`: the text worlds of the training split, simulation/worlds.py and simulation/analogy.py)."""
+    out: dict[str, dict[int, list[str]]] = {"stay": {k: [ep.steps[0].observation for ep in episodes] for k in ks}}
+    for name, world in (
+        ("nearest", LoggedWorld(train_episodes, moves=True)),
+        ("analogy", AnalogyWorld(train_episodes)),
+    ):
+        rng = np.random.default_rng(seed)
+        out[name] = {k: [] for k in ks}
+        for ep in episodes:
+            state = world.start(LoggedStart(ep.task, ep.steps[0].observation, ep.steps[0].admissible, ep.seed))
+            for t, step in enumerate(ep.steps):
+                state, _, _ = world.step(state, step.action, rng)
+                if t + 1 in ks:
+                    out[name][t + 1].append(state.observation)
+            for k in ks:
+                if len(ep.steps) < k:
+                    out[name][k].append("")
     return out

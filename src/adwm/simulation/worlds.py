@@ -121,7 +121,8 @@ class LoggedWorld:
                 if not last:
                     self.admissible.setdefault(nxt_obs, nxt_adm)
         self.states = list(self.table)
-        self._vectors = _tfidf(self.states)
+        self._tfidf = _TfIdf(self.states)
+        self._vectors = self._tfidf(self.states)
         self._row = {o: i for i, o in enumerate(self.states)}
         self._taken: dict[str, list[int]] = defaultdict(list)  # action -> rows of the states it was taken at
         for o in self.states:
@@ -139,7 +140,7 @@ class LoggedWorld:
         if observation in self._row:
             q = self._vectors[self._row[observation]]
         else:
-            q = _tfidf([observation], self.states)[0]
+            q = self._tfidf([observation])[0]
         return self.states[rows[int(np.argmax(self._vectors[rows] @ q))]]
 
     def step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
@@ -159,25 +160,29 @@ class LoggedWorld:
         return None
 
 
-def _tfidf(texts: Sequence[str], corpus: Sequence[str] | None = None) -> np.ndarray:
-    """L2-normalised word TF-IDF vectors (N, |vocab of corpus|) of `texts`, the IDF from `corpus` (texts)."""
-    corpus = list(corpus if corpus is not None else texts)
-    vocab: dict[str, int] = {}
-    for text in corpus:
-        for w in _WORD.findall(text.lower()):
-            vocab.setdefault(w, len(vocab))
-    df = np.zeros(len(vocab))
-    for text in corpus:
-        for w in set(_WORD.findall(text.lower())):
-            df[vocab[w]] += 1
-    idf = np.log((1 + len(corpus)) / (1 + df)) + 1
-    out = np.zeros((len(texts), len(vocab)))
-    for i, text in enumerate(texts):
-        for w in _WORD.findall(text.lower()):
-            if w in vocab:
-                out[i, vocab[w]] += 1
-    out *= idf
-    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+class _TfIdf:
+    """Word TF-IDF with the vocabulary and IDF of a corpus of texts; vectors are L2-normalised."""
+
+    def __init__(self, corpus: Sequence[str]) -> None:
+        self.vocab: dict[str, int] = {}
+        for text in corpus:
+            for w in _WORD.findall(text.lower()):
+                self.vocab.setdefault(w, len(self.vocab))
+        df = np.zeros(len(self.vocab))
+        for text in corpus:
+            for w in set(_WORD.findall(text.lower())):
+                df[self.vocab[w]] += 1
+        self.idf = np.log((1 + len(corpus)) / (1 + df)) + 1
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        """(N, |vocab|) vectors of `texts`; words outside the corpus are left out."""
+        out = np.zeros((len(texts), len(self.vocab)))
+        for i, text in enumerate(texts):
+            for w in _WORD.findall(text.lower()):
+                if w in self.vocab:
+                    out[i, self.vocab[w]] += 1
+        out *= self.idf
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
 def rollout_world(

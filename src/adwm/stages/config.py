@@ -122,7 +122,8 @@ class EvaluateConfig:
     device: str = "cpu"
     # what the agent is rolled out in (simulation/worlds.py): `diffusion` the learned world model; `oracle`
     # the real environment from the logged starts (the floor of the estimator's error); `nearest` and `stay`
-    # the log's controls (certainty-equivalence on logged successors; the state kept)
+    # the log's controls (certainty-equivalence on logged successors; the state kept); `analogy` the log's edits
+    # applied by analogy (simulation/analogy.py)
     world: str = "diffusion"
 
     def __post_init__(self) -> None:

@@ -39,6 +39,7 @@ from adwm.runtime.faults import reached
 from adwm.runtime.hub import check_model_source
 from adwm.runtime.parallel import run_jobs
 from adwm.runtime.progress import bar, say
+from adwm.simulation.analogy import AnalogyWorld
 from adwm.simulation.calibration import fit_calibration, logged_values
 from adwm.simulation.readers import NearestTextReader, SoftTokenReader
 from adwm.simulation.simulate import (
@@ -132,6 +133,8 @@ def _text_world_returns(cfg: DictConfig, ecfg: EvaluateConfig, dm: TrajectoryDat
     if ecfg.world == "oracle":
         env_cfg = OmegaConf.to_object(cfg.env)
         world = OracleWorld(lambda: make_env(env_cfg))
+    elif ecfg.world == "analogy":
+        world = AnalogyWorld(dm.train_episodes)
     else:
         world = LoggedWorld(dm.train_episodes, moves=ecfg.world == "nearest")
     starts = logged_episode_starts(dm.train_episodes + dm.val_episodes)

@@ -29,7 +29,8 @@ FIDELITY_METRICS = (
     ("sim_end_prob", "simulated end"),
     ("logged_end_rate", "logged end"),
 )
-FIDELITY_CONTROLS = ("stay", "nearest")  # the controls' state accuracies, from the same replays
+# the controls' state accuracies, from the same replays (a fit made before a control existed lacks its row)
+FIDELITY_CONTROLS = ("stay", "nearest", "analogy")
 
 
 ESTIMATOR_NOTE = (
@@ -185,6 +186,8 @@ def fidelity_rows(metrics: dict, label: str, seed, controls: bool = True, scope:
     ]
     for control in FIDELITY_CONTROLS if controls else ():
         accs = {k: metrics.get(f"fidelity/{control}_{k}") for k, _ in FIDELITY_METRICS if k.startswith("state_acc")}
+        if all(v is None for v in accs.values()):
+            continue
         rows.append({"row": f"{control} ({scope})" if scope else control, "seed": seed} | accs)
     return rows
 

@@ -1,0 +1,361 @@
+"""`analogy`: a world of text states that makes up states the log never showed, by analogy with it.
+
+A log with one episode per world holds the outcome of few of the moves an evaluated agent makes, and a
+world that can only return logged observations (`nearest`, or a snap of the learned model to a logged
+latent) loses the state at every other move. Observations of text games are sentences, and an action
+changes few of them in a way that does not depend on the world: `take the silver coin` turns "The glass
+case is open and holds a silver coin." into "... is empty." and "You carry nothing." into "You carry a
+silver coin.", whichever world it is. So each logged transition (s, a, s') is kept as an edit:
+
+* the action's arguments (the noun phrases after "the": `silver coin`) are replaced by slots in the action
+  (`take the {0}`), in the sentences s' dropped, in the sentences it added and in the admissible actions
+  the step removed and added;
+* the edit is filed under the action's template and whether each argument occurs in the task, so that
+  taking the object the task asks for and taking another are different edits (they pay differently).
+
+At a state x and action a:
+
+1. where the log took a at exactly x, its successor (as `nearest`);
+2. else the edits of a's template and task relation, their slots filled with a's arguments: the one whose
+   dropped sentences x holds most of (ties drawn uniformly) is applied. x loses the sentences the edit
+   dropped and the previous action's feedback (a sentence that never outlived a step in the log); the
+   new feedback leads, and each added sentence takes the place of a dropped one in order. Where the edit
+   changed the whole scene (nothing of s but sentences of a kind that the log's scene changes keep, such
+   as the inventory, survived into s'), the new scene is the one the rollout's own logged world showed
+   with the added sentences (where its episode is in the log and went there), else the edit's own, and x
+   keeps only its sentences of the kept kinds. The admissible list is edited the same way; the reward and
+   the end are the edit's;
+3. an action of no logged template falls back to `nearest`.
+
+The arguments are found by the article-marked English of the built-in world and TextWorld's commands
+(`ARGUMENT`); a command with none is its own template.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from adwm.data.schema import Episode
+from adwm.simulation.worlds import LoggedStart, LoggedWorld, TextState
+
+SENTENCE = re.compile(r"(?<=[.!?])\s+")
+ARGUMENT = re.compile(r"\bthe ([a-z0-9][a-z0-9 '-]*?)(?= in | on | to | into | from | with |$)")
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in SENTENCE.split(text.strip()) if s]
+
+
+def arguments(action: str) -> list[str]:
+    """The noun phrases an action names (`put the coin in the drawer` -> [coin, drawer])."""
+    return ARGUMENT.findall(action)
+
+
+def kind(sentence: str) -> str:
+    """A sentence's kind: its first two words (`You carry`, `You are`)."""
+    return " ".join(sentence.split()[:2])
+
+
+def _abstract(text: str, args: Sequence[str]) -> str:
+    """`text` with each argument a slot; "a"/"an" before an argument become the slot's article `{k:a}`."""
+    for k, arg in sorted(enumerate(args), key=lambda ka: -len(ka[1])):
+        text = re.sub(r"\b(?:a|an) " + re.escape(arg) + r"\b", f"{{{k}:a}}", text)
+        text = re.sub(r"\b" + re.escape(arg) + r"\b", f"{{{k}}}", text)
+    return text
+
+
+def _fill(template: str, args: Sequence[str]) -> str:
+    for k, arg in enumerate(args):
+        article = "an" if arg[:1] in "aeiou" else "a"
+        template = template.replace(f"{{{k}:a}}", f"{article} {arg}").replace(f"{{{k}}}", arg)
+    return template
+
+
+def _feedback(before: list[str], after: list[str], opening: set[str]) -> list[str]:
+    """The action's feedback: the leading sentences of `after` before the first of an `opening` kind (the
+    kinds a logged episode's first observation opens with, which has no feedback), or, where none is,
+    before the first sentence `before` also has."""
+    for i, s in enumerate(after):
+        if kind(s) in opening:
+            return after[:i]
+    shared = set(before)
+    for i, s in enumerate(after):
+        if s in shared:
+            return after[:i]
+    return after
+
+
+_ITEM = re.compile(r"\b(?:a|an) ")
+
+
+def _list(sentence: str) -> tuple[str, list[str]]:
+    """(the words before its first a/an item, the items): "You carry a coin and an apple." -> ("You carry",
+    ["a coin", "an apple"]); a sentence without such items is its own words and no items."""
+    m = _ITEM.search(sentence)
+    if m is None:
+        return sentence, []
+    rest = sentence[m.start() :].rstrip(".")
+    return sentence[: m.start()].rstrip(), [p for p in re.split(r", | and ", rest) if p]
+
+
+def _names(sentence: str, args: Sequence[str]) -> bool:
+    return any(re.search(r"\b" + re.escape(arg) + r"\b", sentence) for arg in args)
+
+
+def _same_list(sentence: str, dropped: str, added: str | None) -> bool:
+    """Whether `sentence` is the list `dropped` was, with other items: the same words before the items, or
+    an empty form (no items) of the same kind as either."""
+    words, items = _list(sentence)
+    others = [_list(t) for t in (dropped, added) if t is not None]
+    if items:
+        return any(words == w and its for w, its in others)
+    return any(kind(sentence) == kind(t) for t in (dropped, added) if t is not None) and sentence not in (
+        dropped,
+        added,
+    )
+
+
+def _relist(sentence: str, dropped: str, added: str | None) -> str:
+    """`sentence` with the items the edit took away (in `dropped`, not in `added`) removed and those it
+    brought added; an empty list becomes the edit's empty form."""
+    words, items = _list(sentence)
+    d_words, d_items = _list(dropped)
+    a_words, a_items = _list(added) if added is not None else (d_words, [])
+    gone, new = set(d_items) - set(a_items), [i for i in a_items if i not in d_items]
+    items = [i for i in items if i not in gone] + [i for i in new if i not in items]
+    if not items:
+        return added if added is not None and not a_items else dropped if not d_items else sentence
+    lead = a_words if a_items else d_words if d_items else words
+    listed = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return f"{lead} {listed}."
+
+
+@dataclass
+class _Rollout:
+    """What a rollout of the analogy world carries: its logged world's seed and the scenes it left."""
+
+    seed: int
+    scenes: dict[str, tuple[list[str], list[str] | None]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Edit:
+    dropped: frozenset[str]  # templates
+    dropped_order: tuple[str, ...]  # the same, in the order of s
+    added: tuple[str, ...]  # templates, in the order of s' (after the feedback)
+    feedback: tuple[str, ...]
+    scene: bool  # the whole scene changed
+    scene_body: tuple[str, ...]  # templates of s' after its feedback (for a scene change)
+    adm_dropped: tuple[str, ...]
+    adm_added: tuple[str, ...]
+    next_admissible: tuple[str, ...] | None  # templates of the whole next list (for a scene change)
+    reward: float
+    done: bool
+
+
+class AnalogyWorld:
+    """`evaluate.world=analogy` (module docstring): the logged successors where the log has them, edits
+    by analogy elsewhere, `nearest` for actions of no logged template."""
+
+    def __init__(self, episodes: Sequence[Episode]) -> None:
+        self.nearest = LoggedWorld(episodes, moves=True)
+        counts: dict[tuple, dict[_Edit, int]] = defaultdict(lambda: defaultdict(int))
+        self.own: dict[int, list[tuple[str, list[str] | None]]] = {}  # seed -> its logged (observation, list)
+        self.own_lists: dict[tuple, list[str]] = {}  # (seed, sentences past the feedback) -> its logged list
+        survived: dict[str, int] = defaultdict(int)
+        seen: dict[str, int] = defaultdict(int)
+        kept_kinds: dict[str, int] = defaultdict(int)
+        firsts = [sentences(ep.steps[0].observation) for ep in episodes if ep.steps]
+        self.opening = {kind(x[0]) for x in firsts if x}
+        for ep in episodes:
+            taken: set[str] = set()
+            obs = [s.observation for s in ep.steps] + [ep.final_observation]
+            lists = [s.admissible for s in ep.steps] + [None]
+            self.own[ep.seed] = list(zip(obs, lists))
+            for o, adm in zip(obs, lists):
+                if adm is not None:
+                    self.own_lists.setdefault((ep.seed, tuple(self._body(sentences(o)))), adm)
+            for t, step in enumerate(ep.steps):
+                before, after = sentences(obs[t]), sentences(obs[t + 1])
+                for s in before:
+                    seen[s] += 1
+                    survived[s] += s in after
+                edit = self._edit(ep.task, step.action, before, after, lists[t], lists[t + 1], step.reward, step.done)
+                edit = (self._key(ep.task, step.action, step.action in taken), edit[1])
+                taken.add(step.action)
+                if edit[1].scene:
+                    for s in set(before) & set(after):
+                        kept_kinds[kind(s)] += 1
+                counts[edit[0]][edit[1]] += 1
+        # each distinct edit once, with how often the log made it (ties are drawn in proportion)
+        self.edits = {k: list(v) for k, v in counts.items()}
+        self.weights = {k: np.array(list(v.values()), dtype=float) for k, v in counts.items()}
+        # per key, each dropped template -> the edits that dropped it (an edit's score is a count of these)
+        self.dropping: dict[tuple, dict[str, np.ndarray]] = {}
+        for k, edits in self.edits.items():
+            by_template: dict[str, list[int]] = defaultdict(list)
+            for i, e in enumerate(edits):
+                for t in e.dropped:
+                    by_template[t].append(i)
+            self.dropping[k] = {t: np.array(ids) for t, ids in by_template.items()}
+        self.transient = {s for s, n in seen.items() if survived[s] == 0}
+        self.scene_kinds = set(kept_kinds)
+
+    @staticmethod
+    def _key(task: str, action: str, again: bool) -> tuple[str, tuple[int, ...], bool]:
+        """Where the edits of `action` are filed: its template, where the task names each argument (0: not
+        at all, 1: in its first sentence, the goal; 2: only later, in its notes) and whether the episode took
+        the action before (`again`)."""
+        args = arguments(action)
+        goal = sentences(task)[0] if task.strip() else ""
+        where = tuple(1 if arg in goal else 2 if arg in task else 0 for arg in args)
+        return _abstract(action, args), where, again
+
+    def _edit(self, task, action, before, after, adm, next_adm, reward, done) -> tuple[tuple, _Edit]:
+        args = arguments(action)
+        feedback = _feedback(before, after, self.opening)
+        body = after[len(feedback) :]
+        before = self._body(before)  # without the previous action's feedback
+        kept = set(before) & set(after)
+        dropped = [s for s in before if s not in kept]
+        added = [s for s in body if s not in kept]
+        scene = bool(dropped) and all(s not in before for s in body[:1])  # the scene's first sentence is new
+        a = [] if adm is None else adm
+        n = [] if next_adm is None else next_adm
+        edit = _Edit(
+            frozenset(_abstract(s, args) for s in dropped),
+            tuple(_abstract(s, args) for s in dropped),
+            tuple(_abstract(s, args) for s in added),
+            tuple(_abstract(s, args) for s in feedback),
+            scene,
+            tuple(_abstract(s, args) for s in body),
+            tuple(_abstract(x, args) for x in a if x not in n),
+            tuple(_abstract(x, args) for x in n if x not in a),
+            None if next_adm is None else tuple(_abstract(x, args) for x in next_adm),
+            float(reward),
+            bool(done),
+        )
+        return (), edit
+
+    def start(self, start: LoggedStart) -> TextState:
+        return TextState(start.task, start.observation, start.admissible, [], _Rollout(start.seed))
+
+    def step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
+        nxt, reward, done = self._step(state, action, rng)
+        here, there = self._scene(state.observation), self._scene(nxt.observation)
+        if here is not None and here != there:  # left a scene: as it was, for a return to it
+            state.handle.scenes[here] = (self._body(sentences(state.observation)), state.admissible)
+        return nxt, reward, done
+
+    def _step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
+        edits = None
+        if action not in self.nearest.table.get(state.observation, {}):
+            again = any(a == action for _, a in state.history)
+            key = self._key(state.task, action, again)
+            if key not in self.edits:  # the log never took it again (or never the first time): the other
+                key = self._key(state.task, action, not again)
+            edits = self.edits.get(key)
+        if not edits:  # the logged successor, or no edit of this action's kind: `nearest`
+            nxt, reward, done = self.nearest.step(state, action, rng)
+            return TextState(nxt.task, nxt.observation, nxt.admissible, nxt.history, state.handle), reward, done
+        args = arguments(action)
+        x = sentences(state.observation)
+        have = {_abstract(s, args) for s in x}  # x in the action's slots, as the edits are kept
+        scores = np.zeros(len(edits))
+        for t in have:
+            if t in self.dropping[key]:
+                scores[self.dropping[key][t]] += 1
+        w = self.weights[key] * (scores == scores.max())
+        edit = edits[int(rng.choice(len(edits), p=w / w.sum()))]
+        observation, admissible = self._apply(state, edit, args, x)
+        # a state the rollout's own world logged (the same text past the feedback) has its logged list
+        logged = self.own_lists.get((state.handle.seed, tuple(self._body(sentences(observation)))))
+        admissible = logged if logged is not None else admissible
+        history = [*state.history, (state.observation, action)]
+        return TextState(state.task, observation, admissible, history, state.handle), edit.reward, edit.done
+
+    def _scene(self, observation: str) -> str | None:
+        """The sentence that names an observation's scene: its first of an opening kind."""
+        return next((s for s in sentences(observation) if kind(s) in self.opening), None)
+
+    def _body(self, x: list[str]) -> list[str]:
+        """x from its scene sentence on (without the feedback)."""
+        i = next((k for k, s in enumerate(x) if kind(s) in self.opening), 0)
+        return x[i:]
+
+    def _apply(self, state: TextState, edit: _Edit, args: list[str], x: list[str]) -> tuple[str, list[str] | None]:
+        feedback = [_fill(t, args) for t in edit.feedback]
+        if edit.scene:
+            body = [_fill(t, args) for t in edit.scene_body]
+            admissible = None if edit.next_admissible is None else [_fill(t, args) for t in edit.next_admissible]
+            known = self._known_scene(state.handle, body[0]) if body else None
+            if known is not None:
+                body, admissible = known[0], known[1] if known[1] is not None else admissible
+            if admissible is None:  # a scene first shown at the end of an episode: the list it had before
+                admissible = state.admissible
+            keep = {kind(s): s for s in x if kind(s) in self.scene_kinds}
+            body = [keep.get(kind(s), s) if kind(s) in self.scene_kinds else s for s in body]
+            return " ".join(feedback + body), admissible
+        dropped = [_fill(t, args) for t in edit.dropped_order]
+        added = [_fill(t, args) for t in edit.added]
+        body = [s for s in x if s not in self.transient and s not in feedback]
+        # the k-th dropped sentence became the k-th added one; where x lacks the dropped sentence itself,
+        # a sentence of x that lists items under the same words takes the same change of its items
+        extra = added[len(dropped) :]
+        for d, a in zip(dropped, added + [None] * len(dropped)):
+            if d in body:
+                i = body.index(d)
+                if a is None:
+                    del body[i]
+                else:
+                    body[i] = a
+                continue
+            i = next((k for k, y in enumerate(body) if _same_list(y, d, a)), None)
+            if i is not None:
+                body[i] = _relist(body[i], d, a)
+            elif a is not None:
+                extra.append(a)
+        body += [s for s in extra if s not in body]
+        # what the edit revealed (a list of items under words, "The basket is open and holds ...") as the
+        # rollout's own world first showed it, where its log did
+        revealed = [s for s in added if s not in x and kind(s) not in self.scene_kinds and not _names(s, args)]
+        body = [self._own_list(state.handle.seed, s) if s in revealed else s for s in body]
+        admissible = state.admissible
+        if admissible is not None:
+            gone = {_fill(t, args) for t in edit.adm_dropped}
+            admissible = [a for a in admissible if a not in gone]
+            admissible += [a for a in (_fill(t, args) for t in edit.adm_added) if a not in admissible]
+        return " ".join(feedback + body), admissible
+
+    def _own_list(self, seed: int, sentence: str) -> str:
+        """The first sentence of the rollout's own logged world that lists items under the same words as
+        `sentence` (its own contents), or `sentence`."""
+        words, items = _list(sentence)
+        if not items:
+            return sentence
+        for observation, _ in self.own.get(seed, []):
+            for y in sentences(observation):
+                w, its = _list(y)
+                if its and w == words:
+                    return y
+        return sentence
+
+    def _known_scene(self, rollout: _Rollout, scene: str) -> tuple[list[str], list[str] | None] | None:
+        """The scene `scene` names as the rollout left it, or else as its own world's logged episode (by
+        seed) first showed it (without the feedback), with its admissible list; None where neither has it."""
+        if scene in rollout.scenes:
+            body, admissible = rollout.scenes[scene]
+            return list(body), None if admissible is None else list(admissible)
+        for observation, admissible in self.own.get(rollout.seed, []):
+            x = sentences(observation)
+            if scene in x:
+                return x[x.index(scene) :], admissible
+        return None
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,127 @@
+"""The analogy world (simulation/analogy.py): the log's edits applied in worlds the log never showed, checked
+against the real built-in environment and on hand-built cases."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from adwm.data.schema import Episode, StepRecord
+from adwm.envs.builtin import BuiltinEnv, builtin_state_key
+from adwm.simulation.analogy import AnalogyWorld
+from adwm.simulation.worlds import LoggedStart, LoggedWorld
+
+
+def _play(seeds, skill: float, max_steps: int = 25, seed: int = 0) -> list[Episode]:
+    """Built-in episodes of a player that takes the gold action with probability `skill`, else a legal one."""
+    rng, env, out = random.Random(seed), BuiltinEnv(max_steps=max_steps), []
+    for s in seeds:
+        r = env.reset(s)
+        obs, adm, steps, done = r.observation, r.admissible, [], False
+        while not done:
+            gold = env.gold_actions() if rng.random() < skill else None
+            action = gold[0] if gold else rng.choice(adm)
+            st = env.step(action)
+            steps.append(StepRecord(obs, action, st.reward, st.done, adm))
+            obs, adm, done = st.observation, st.admissible, st.done
+        out.append(Episode("builtin", s, r.task, "player", steps, obs))
+    return out
+
+
+def _replay_accuracy(world, episodes, k: int) -> float:
+    """Share of episodes whose state (room and inventory) after k logged actions matches the real one."""
+    rng, hits, n = np.random.default_rng(0), 0, 0
+    for ep in episodes:
+        if len(ep.steps) < k:
+            continue
+        state = world.start(LoggedStart(ep.task, ep.steps[0].observation, ep.steps[0].admissible, ep.seed))
+        for step in ep.steps[:k]:
+            state, _, _ = world.step(state, step.action, rng)
+        truth = ep.final_observation if k == len(ep.steps) else ep.steps[k].observation
+        hits += builtin_state_key(state.observation) == builtin_state_key(truth)
+        n += 1
+    return hits / n
+
+
+def test_in_worlds_the_log_never_showed_the_analogy_world_keeps_the_real_state():
+    train, held_out = _play(range(300), 0.6), _play(range(1000, 1060), 0.6)
+    analogy, nearest = AnalogyWorld(train), LoggedWorld(train, moves=True)
+    for k in (1, 5):
+        ours, control = _replay_accuracy(analogy, held_out, k), _replay_accuracy(nearest, held_out, k)
+        assert ours >= 0.8 and ours > control + 0.3, (k, ours, control)
+
+
+def _episode(seed, task, observations, actions, rewards, lists=None) -> Episode:
+    lists = lists or [None] * len(actions)
+    steps = [
+        StepRecord(o, a, r, False, adm) for o, a, r, adm in zip(observations[:-1], actions, rewards, lists, strict=True)
+    ]
+    return Episode("builtin", seed, task, "p", steps, observations[-1])
+
+
+KITCHEN = "You are in the kitchen. The floor is empty. The box is open and holds a coin. You carry nothing."
+LOG = [
+    _episode(
+        1,
+        "Take the coin. Notes: the coin is in the box.",
+        [
+            KITCHEN,
+            "You take the coin. You are in the kitchen. The floor is empty. The box is open and is empty. "
+            "You carry a coin.",
+            "You go to the hall. You are in the hall. On the floor you see a key. You carry a coin.",
+        ],
+        ["take the coin", "go to the hall"],
+        [0.5, 0.0],
+        [["take the coin", "look"], ["go to the hall", "drop the coin", "look"]],
+    ),
+    _episode(
+        2,
+        "Take the pear. Notes: the pear is in the box.",
+        [
+            "You are in the garden. The floor is empty. You carry a plum.",
+            "You go to the hall. You are in the hall. The floor is empty. The shelf holds a lamp. You carry a plum.",
+            "You go to the garden. You are in the garden. The floor is empty. You carry a plum.",
+        ],
+        ["go to the hall", "go to the garden"],
+        [0.0, 0.0],
+    ),
+]
+
+
+def test_an_edit_is_applied_in_another_world_with_its_own_objects_articles_and_lists():
+    world, rng = AnalogyWorld(LOG), np.random.default_rng(0)
+    start = "You are in the attic. The floor is empty. The box is open and holds an apple. You carry a plum."
+    state = world.start(LoggedStart("Take the apple. Notes: the apple is in the box.", start, None, 77))
+    nxt, reward, done = world.step(state, "take the apple", rng)
+    assert nxt.observation == (
+        "You take the apple. You are in the attic. The floor is empty. The box is open and is empty. "
+        "You carry a plum and an apple."
+    )
+    assert (reward, done) == (0.5, False)  # the goal's object, taken the first time: the log's reward
+
+
+def test_the_logged_successor_comes_first_and_an_unknown_action_changes_nothing():
+    world, rng = AnalogyWorld(LOG), np.random.default_rng(0)
+    state = world.start(LoggedStart(LOG[0].task, KITCHEN, ["take the coin", "look"], 1))
+    nxt, reward, _ = world.step(state, "take the coin", rng)
+    assert nxt.observation == LOG[0].steps[1].observation and reward == 0.5
+    assert nxt.admissible == ["go to the hall", "drop the coin", "look"]
+    same, reward, _ = world.step(state, "dance", rng)
+    assert same.observation == KITCHEN and reward == 0.0
+
+
+def test_a_new_scene_is_the_one_the_rollouts_own_world_showed_with_what_the_rollout_carries():
+    world, rng = AnalogyWorld(LOG), np.random.default_rng(0)
+    # world 2 went to the hall from the garden, never from this state: the edit of world 1's move, with
+    # world 2's own hall and this rollout's inventory
+    start = "You are in the garden. The floor is empty. You carry a plum and a fig."
+    state = world.start(LoggedStart(LOG[1].task, start, None, 2))
+    hall, _, _ = world.step(state, "go to the hall", rng)
+    assert hall.observation == (
+        "You go to the hall. You are in the hall. The floor is empty. The shelf holds a lamp. "
+        "You carry a plum and a fig."
+    )
+    # back in the garden: the scene as this rollout left it
+    back, _, _ = world.step(hall, "go to the garden", rng)
+    assert back.observation.endswith(start)
