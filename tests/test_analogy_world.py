@@ -125,3 +125,60 @@ def test_a_new_scene_is_the_one_the_rollouts_own_world_showed_with_what_the_roll
     # back in the garden: the scene as this rollout left it
     back, _, _ = world.step(hall, "go to the garden", rng)
     assert back.observation.endswith(start)
+
+
+SHED = "You are in the shed. The floor is empty. The crate is closed. You carry nothing."
+OPENED = "You open the crate. You are in the shed. The floor is empty. The crate is open and holds a hammer. You carry nothing."
+REVEALS = [
+    _episode(
+        3,
+        "Find the hammer.",
+        [SHED, OPENED, OPENED.replace("You open the crate.", "You look around.")],
+        ["open the crate", "look"],
+        [0.0, 0.0],
+        [["open the crate", "look"], ["close the crate", "take the hammer", "look"]],
+    ),
+    _episode(  # world 4's crate, seen open
+        4,
+        "Find the saw.",
+        [
+            "You are in the barn. The floor is empty. The crate is open and holds a saw. You carry a rope.",
+            "You are in the barn. The floor is empty. The crate is open and holds a saw. You carry a rope.",
+        ],
+        ["look"],
+        [0.0],
+        [["close the crate", "take the saw", "drop the rope", "look"]],
+    ),
+]
+
+
+def test_what_an_action_reveals_is_what_the_rollouts_own_world_showed_there_with_its_actions():
+    world, rng = AnalogyWorld(REVEALS), np.random.default_rng(0)
+    barn = "You are in the barn. The floor is empty. The crate is closed. You carry nothing."
+    state = world.start(LoggedStart("Find the saw.", barn, ["open the crate", "look"], 4))
+    nxt, _, _ = world.step(state, "open the crate", rng)
+    assert nxt.observation == (
+        "You open the crate. You are in the barn. The floor is empty. The crate is open and holds a saw. "
+        "You carry nothing."
+    )
+    assert set(nxt.admissible) == {"close the crate", "take the saw", "look"}  # not world 3's hammer
+
+
+def test_a_change_of_scene_keeps_the_actions_on_what_the_rollout_carries():
+    lists = [["go to the hall", "drop the plum", "look"], ["go to the garden", "drop the plum", "look"]]
+    log = [
+        _episode(
+            2,
+            LOG[1].task,
+            [s.observation for s in LOG[1].steps] + [LOG[1].final_observation],
+            [s.action for s in LOG[1].steps],
+            [0.0, 0.0],
+            lists,
+        ),
+        LOG[0],
+    ]
+    world, rng = AnalogyWorld(log), np.random.default_rng(0)
+    start = "You are in the garden. The floor is empty. You carry a plum and a fig."
+    state = world.start(LoggedStart(LOG[1].task, start, ["go to the hall", "drop the plum", "drop the fig", "look"], 2))
+    hall, _, _ = world.step(state, "go to the hall", rng)
+    assert set(hall.admissible) == {"go to the garden", "drop the plum", "drop the fig", "look"}

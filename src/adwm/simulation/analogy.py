@@ -69,6 +69,11 @@ def _abstract(text: str, args: Sequence[str]) -> str:
     return text
 
 
+def _template(action: str) -> str:
+    """An action with its own arguments as slots (`drop the {0}`)."""
+    return _abstract(action, arguments(action))
+
+
 def _fill(template: str, args: Sequence[str]) -> str:
     for k, arg in enumerate(args):
         article = "an" if arg[:1] in "aeiou" else "a"
@@ -103,8 +108,9 @@ def _list(sentence: str) -> tuple[str, list[str]]:
     return sentence[: m.start()].rstrip(), [p for p in re.split(r", | and ", rest) if p]
 
 
-def _names(sentence: str, args: Sequence[str]) -> bool:
-    return any(re.search(r"\b" + re.escape(arg) + r"\b", sentence) for arg in args)
+def _names_listed(sentence: str) -> list[str]:
+    """The items a sentence lists, without their articles ("holds a coin and an apple" -> [coin, apple])."""
+    return [re.sub(r"^(?:a|an) ", "", item) for item in _list(sentence)[1]]
 
 
 def _same_list(sentence: str, dropped: str, added: str | None) -> bool:
@@ -170,6 +176,8 @@ class AnalogyWorld:
         survived: dict[str, int] = defaultdict(int)
         seen: dict[str, int] = defaultdict(int)
         kept_kinds: dict[str, int] = defaultdict(int)
+        list_seen: dict[str, int] = defaultdict(int)
+        list_kept: dict[str, int] = defaultdict(int)
         firsts = [sentences(ep.steps[0].observation) for ep in episodes if ep.steps]
         self.opening = {kind(x[0]) for x in firsts if x}
         for ep in episodes:
@@ -191,6 +199,10 @@ class AnalogyWorld:
                 if edit[1].scene:
                     for s in set(before) & set(after):
                         kept_kinds[kind(s)] += 1
+                    if lists[t] is not None and lists[t + 1] is not None:
+                        for a in lists[t]:
+                            list_seen[_template(a)] += 1
+                            list_kept[_template(a)] += a in lists[t + 1]
                 counts[edit[0]][edit[1]] += 1
         # each distinct edit once, with how often the log made it (ties are drawn in proportion)
         self.edits = {k: list(v) for k, v in counts.items()}
@@ -205,6 +217,8 @@ class AnalogyWorld:
             self.dropping[k] = {t: np.array(ids) for t, ids in by_template.items()}
         self.transient = {s for s, n in seen.items() if survived[s] == 0}
         self.scene_kinds = set(kept_kinds)
+        # the kinds of admissible action a change of scene keeps (what the agent carries: `drop the {0}`)
+        self.carried = {t for t, n in list_seen.items() if list_kept[t] >= 0.9 * n}
 
     @staticmethod
     def _key(task: str, action: str, again: bool) -> tuple[str, tuple[int, ...], bool]:
@@ -225,8 +239,9 @@ class AnalogyWorld:
         dropped = [s for s in before if s not in kept]
         added = [s for s in body if s not in kept]
         scene = bool(dropped) and all(s not in before for s in body[:1])  # the scene's first sentence is new
-        a = [] if adm is None else adm
-        n = [] if next_adm is None else next_adm
+        # a list the log did not write (a free-form step, or the one after an episode's end): no list edit
+        a = [] if adm is None or next_adm is None else adm
+        n = [] if adm is None or next_adm is None else next_adm
         edit = _Edit(
             frozenset(_abstract(s, args) for s in dropped),
             tuple(_abstract(s, args) for s in dropped),
@@ -298,12 +313,19 @@ class AnalogyWorld:
                 body, admissible = known[0], known[1] if known[1] is not None else admissible
             if admissible is None:  # a scene first shown at the end of an episode: the list it had before
                 admissible = state.admissible
+            if admissible is not None and state.admissible is not None:  # the scene's actions, and ours
+                admissible = [a for a in admissible if _template(a) not in self.carried] + [
+                    a for a in state.admissible if _template(a) in self.carried
+                ]
             keep = {kind(s): s for s in x if kind(s) in self.scene_kinds}
             body = [keep.get(kind(s), s) if kind(s) in self.scene_kinds else s for s in body]
             return " ".join(feedback + body), admissible
         dropped = [_fill(t, args) for t in edit.dropped_order]
         added = [_fill(t, args) for t in edit.added]
-        body = [s for s in x if s not in self.transient and s not in feedback]
+        # x without the previous action's feedback: what precedes its scene sentence, or where it has none,
+        # the sentences that never outlived a step in the log
+        opens = any(kind(s) in self.opening for s in x)
+        body = [s for s in (self._body(x) if opens else x) if s not in feedback and (opens or s not in self.transient)]
         # the k-th dropped sentence became the k-th added one; where x lacks the dropped sentence itself,
         # a sentence of x that lists items under the same words takes the same change of its items
         extra = added[len(dropped) :]
@@ -323,13 +345,34 @@ class AnalogyWorld:
         body += [s for s in extra if s not in body]
         # what the edit revealed (a list of items under words, "The basket is open and holds ...") as the
         # rollout's own world first showed it, where its log did
-        revealed = [s for s in added if s not in x and kind(s) not in self.scene_kinds and not _names(s, args)]
-        body = [self._own_list(state.handle.seed, s) if s in revealed else s for s in body]
+        revealed = [
+            s for s in added if s not in x and kind(s) not in self.scene_kinds and not set(_names_listed(s)) & set(args)
+        ]  # a list of items the action did not name: what it revealed (an opened container's contents)
+        shown = {s: self._own_list(state.handle.seed, s) for s in revealed}
+        body = [shown.get(s, s) for s in body]
+        # an item the edit's world revealed stands for each item this world shows there instead
+        swap = {}
+        for source, own in shown.items():
+            theirs, ours = _names_listed(source), _names_listed(own)
+            for n in theirs:
+                swap[n] = ours
         admissible = state.admissible
         if admissible is not None:
             gone = {_fill(t, args) for t in edit.adm_dropped}
             admissible = [a for a in admissible if a not in gone]
-            admissible += [a for a in (_fill(t, args) for t in edit.adm_added) if a not in admissible]
+            text = " ".join(body)
+            for a in (_fill(t, args) for t in edit.adm_added):
+                names = arguments(a)
+                for n in names:  # the edit's world's item: the same action on each of ours
+                    if n in swap:
+                        options = [re.sub(r"\b" + re.escape(n) + r"\b", m, a) for m in swap[n]]
+                        break
+                else:
+                    options = [a]
+                # not an action on what this state does not show (the edit's world's containers)
+                admissible += [
+                    o for o in options if o not in admissible and all(n in text or n in args for n in arguments(o))
+                ]
         return " ".join(feedback + body), admissible
 
     def _own_list(self, seed: int, sentence: str) -> str:
