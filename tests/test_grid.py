@@ -281,7 +281,7 @@ def test_committed_heldout_grid_reports_only_unseen_seeds_on_one_world_model_a_s
     assert len({r.fit_key for r in runs}) == len(spec.seeds)  # every variant reads the full method's world model
     calibrated = [v for v, o in spec.axes["variant"].items() if "evaluate.calibration=none" not in o]
     assert calibrated == ["full"]
-    assert {"world_oracle", "world_nearest", "world_stay", "projector"} <= set(spec.axes["variant"])
+    assert {"world_oracle", "world_nearest", "world_stay", "world_analogy", "projector"} <= set(spec.axes["variant"])
 
 
 @pytest.mark.parametrize("name", ["scaling", "scaling_textworld"])
