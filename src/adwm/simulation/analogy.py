@@ -10,22 +10,28 @@ silver coin.", whichever world it is. So each logged transition (s, a, s') is ke
 * the action's arguments (the noun phrases after "the": `silver coin`) are replaced by slots in the action
   (`take the {0}`), in the sentences s' dropped, in the sentences it added and in the admissible actions
   the step removed and added;
-* the edit is filed under the action's template and whether each argument occurs in the task, so that
-  taking the object the task asks for and taking another are different edits (they pay differently).
+* the edit is filed under the action's template, where the task names each argument (its first
+  sentence, the goal; later, its notes; or not at all) and whether the episode took the action before, so
+  that taking the object the task asks for, taking another and taking one again are different edits (they
+  pay differently).
 
 At a state x and action a:
 
 1. where the log took a at exactly x, its successor (as `nearest`);
-2. else the edits of a's template and task relation, their slots filled with a's arguments: the one whose
-   dropped sentences x holds most of (ties drawn uniformly) is applied. x loses the sentences the edit
-   dropped and the previous action's feedback (a sentence that never outlived a step in the log); the
-   new feedback leads, and each added sentence takes the place of a dropped one in order. Where the edit
-   changed the whole scene (nothing of s but sentences of a kind that the log's scene changes keep, such
-   as the inventory, survived into s'), the new scene is the one the rollout's own logged world showed
-   with the added sentences (where its episode is in the log and went there), else the edit's own, and x
-   keeps only its sentences of the kept kinds. The admissible list is edited the same way; the reward and
-   the end are the edit's;
-3. an action of no logged template falls back to `nearest`.
+2. else the edits of a's key, their slots filled with a's arguments: one of those whose dropped sentences
+   x holds most of is applied (drawn in proportion to how often the log made it). x loses its previous
+   feedback (what precedes its scene sentence, the kind of sentence a logged episode opens with); the new
+   feedback leads, and the k-th dropped sentence becomes the k-th added one in place. Where x lacks a
+   dropped sentence, a sentence of x that lists items under the same words ("You carry a coin and an
+   apple.") takes the same change of its items. What the edit revealed (a list of items the action did
+   not name: an opened container's contents) is shown as the rollout's own logged world first showed it,
+   where its log did. Where the edit changed the whole scene (a move), the new scene is the one the
+   rollout left there, else the one its own logged world first showed, else the edit's own, with x's
+   sentences of the kinds a change of scene keeps (the inventory). The admissible list is edited the same
+   way (the edit's world's items swapped for ours, actions on what the new state does not show left out;
+   across a change of scene, the actions on what the rollout carries kept); a state the rollout's own
+   world logged has its logged list. The reward and the end are the edit's;
+3. an action with no edit of its key falls back to `nearest`.
 
 The arguments are found by the article-marked English of the built-in world and TextWorld's commands
 (`ARGUMENT`); a command with none is its own template.
