@@ -199,17 +199,16 @@ class AnalogyWorld:
                 for s in before:
                     seen[s] += 1
                     survived[s] += s in after
-                edit = self._edit(ep.task, step.action, before, after, lists[t], lists[t + 1], step.reward, step.done)
-                edit = (self._key(ep.task, step.action, step.action in taken), edit[1])
+                edit = self._edit(step.action, before, after, lists[t], lists[t + 1], step.reward, step.done)
+                counts[self._key(ep.task, step.action, step.action in taken)][edit] += 1
                 taken.add(step.action)
-                if edit[1].scene:
+                if edit.scene:
                     for s in set(before) & set(after):
                         kept_kinds[kind(s)] += 1
                     if lists[t] is not None and lists[t + 1] is not None:
                         for a in lists[t]:
                             list_seen[_template(a)] += 1
                             list_kept[_template(a)] += a in lists[t + 1]
-                counts[edit[0]][edit[1]] += 1
         # each distinct edit once, with how often the log made it (ties are drawn in proportion)
         self.edits = {k: list(v) for k, v in counts.items()}
         self.weights = {k: np.array(list(v.values()), dtype=float) for k, v in counts.items()}
@@ -236,7 +235,8 @@ class AnalogyWorld:
         where = tuple(1 if arg in goal else 2 if arg in task else 0 for arg in args)
         return _abstract(action, args), where, again
 
-    def _edit(self, task, action, before, after, adm, next_adm, reward, done) -> tuple[tuple, _Edit]:
+    def _edit(self, action, before, after, adm, next_adm, reward, done) -> _Edit:
+        """The logged step from sentences `before` to `after` by `action` as an edit, its arguments slots."""
         args = arguments(action)
         feedback = _feedback(before, after, self.opening)
         body = after[len(feedback) :]
@@ -248,7 +248,7 @@ class AnalogyWorld:
         # a list the log did not write (a free-form step, or the one after an episode's end): no list edit
         a = [] if adm is None or next_adm is None else adm
         n = [] if adm is None or next_adm is None else next_adm
-        edit = _Edit(
+        return _Edit(
             frozenset(_abstract(s, args) for s in dropped),
             tuple(_abstract(s, args) for s in dropped),
             tuple(_abstract(s, args) for s in added),
@@ -261,7 +261,6 @@ class AnalogyWorld:
             float(reward),
             bool(done),
         )
-        return (), edit
 
     def start(self, start: LoggedStart) -> TextState:
         return TextState(start.task, start.observation, start.admissible, [], _Rollout(start.seed))
