@@ -309,22 +309,35 @@ class AnalogyWorld:
         return x[i:]
 
     def _apply(self, state: TextState, edit: _Edit, args: list[str], x: list[str]) -> tuple[str, list[str] | None]:
+        """The next observation and admissible list: `edit` (slots filled with `args`) applied to x."""
         feedback = [_fill(t, args) for t in edit.feedback]
         if edit.scene:
-            body = [_fill(t, args) for t in edit.scene_body]
-            admissible = None if edit.next_admissible is None else [_fill(t, args) for t in edit.next_admissible]
-            known = self._known_scene(state.handle, body[0]) if body else None
-            if known is not None:
-                body, admissible = known[0], known[1] if known[1] is not None else admissible
-            if admissible is None:  # a scene first shown at the end of an episode: the list it had before
-                admissible = state.admissible
-            if admissible is not None and state.admissible is not None:  # the scene's actions, and ours
-                admissible = [a for a in admissible if _template(a) not in self.carried] + [
-                    a for a in state.admissible if _template(a) in self.carried
-                ]
-            keep = {kind(s): s for s in x if kind(s) in self.scene_kinds}
-            body = [keep.get(kind(s), s) if kind(s) in self.scene_kinds else s for s in body]
+            body, admissible = self._new_scene(state, edit, args, x)
             return " ".join(feedback + body), admissible
+        body, swap = self._edited_scene(state, edit, args, x, feedback)
+        return " ".join(feedback + body), self._edited_list(state.admissible, edit, args, body, swap)
+
+    def _new_scene(self, state, edit: _Edit, args: list[str], x: list[str]) -> tuple[list[str], list[str] | None]:
+        """A change of scene: the scene as the rollout left it or its world logged it, else the edit's own,
+        with x's sentences of the kinds a scene change keeps and the actions on what the rollout carries."""
+        body = [_fill(t, args) for t in edit.scene_body]
+        admissible = None if edit.next_admissible is None else [_fill(t, args) for t in edit.next_admissible]
+        known = self._known_scene(state.handle, body[0]) if body else None
+        if known is not None:
+            body, admissible = known[0], known[1] if known[1] is not None else admissible
+        if admissible is None:  # a scene first shown at the end of an episode: the list it had before
+            admissible = state.admissible
+        if admissible is not None and state.admissible is not None:  # the scene's actions, and ours
+            admissible = [a for a in admissible if _template(a) not in self.carried] + [
+                a for a in state.admissible if _template(a) in self.carried
+            ]
+        keep = {kind(s): s for s in x if kind(s) in self.scene_kinds}
+        body = [keep.get(kind(s), s) if kind(s) in self.scene_kinds else s for s in body]
+        return body, admissible
+
+    def _edited_scene(self, state, edit: _Edit, args, x, feedback) -> tuple[list[str], dict[str, list[str]]]:
+        """x's sentences past its feedback with the edit applied in place, and, for each item the edit's
+        world revealed, the items this world shows there instead."""
         dropped = [_fill(t, args) for t in edit.dropped_order]
         added = [_fill(t, args) for t in edit.added]
         # x without the previous action's feedback: what precedes its scene sentence, or where it has none,
@@ -361,24 +374,29 @@ class AnalogyWorld:
             theirs, ours = _names_listed(source), _names_listed(own)
             for n in theirs:
                 swap[n] = ours
-        admissible = state.admissible
-        if admissible is not None:
-            gone = {_fill(t, args) for t in edit.adm_dropped}
-            admissible = [a for a in admissible if a not in gone]
-            text = " ".join(body)
-            for a in (_fill(t, args) for t in edit.adm_added):
-                names = arguments(a)
-                for n in names:  # the edit's world's item: the same action on each of ours
-                    if n in swap:
-                        options = [re.sub(r"\b" + re.escape(n) + r"\b", m, a) for m in swap[n]]
-                        break
-                else:
-                    options = [a]
-                # not an action on what this state does not show (the edit's world's containers)
-                admissible += [
-                    o for o in options if o not in admissible and all(n in text or n in args for n in arguments(o))
-                ]
-        return " ".join(feedback + body), admissible
+        return body, swap
+
+    @staticmethod
+    def _edited_list(admissible, edit: _Edit, args, body: list[str], swap: dict) -> list[str] | None:
+        """The admissible list with the edit's dropped actions gone and its added ones in (on this world's
+        items, and only those on what the new state shows)."""
+        if admissible is None:
+            return None
+        gone = {_fill(t, args) for t in edit.adm_dropped}
+        admissible = [a for a in admissible if a not in gone]
+        text = " ".join(body)
+        for a in (_fill(t, args) for t in edit.adm_added):
+            for n in arguments(a):  # the edit's world's item: the same action on each of ours
+                if n in swap:
+                    options = [re.sub(r"\b" + re.escape(n) + r"\b", m, a) for m in swap[n]]
+                    break
+            else:
+                options = [a]
+            # not an action on what this state does not show (the edit's world's containers)
+            admissible += [
+                o for o in options if o not in admissible and all(n in text or n in args for n in arguments(o))
+            ]
+        return admissible
 
     def _own_list(self, seed: int, sentence: str) -> str:
         """The first sentence of the rollout's own logged world that lists items under the same words as
