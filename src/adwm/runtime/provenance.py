@@ -12,29 +12,39 @@ from omegaconf import OmegaConf
 from adwm.runtime.atomic import atomic_write_text
 
 CONFIG_FILE = "config.yaml"
+# tables and figures the project's commands write into the checkout: changing them changes no result
+GENERATED = ("docs/results", "benchmarks/results")
 
 
 @lru_cache(maxsize=1)
 def commit() -> str | None:
-    """The git commit of the installed source (`-dirty` with uncommitted changes to tracked files), or None
-    when the package is not run from a git checkout."""
+    """The git commit of the installed source (`-dirty` with uncommitted changes to tracked files other than
+    the generated results, `GENERATED`, which a grid or benchmark rewrites as it goes), or None when the
+    package is not run from a git checkout."""
     root = Path(__file__).resolve().parents[3]
     if not (root / ".git").exists():
         return None
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
+        dirty = is_dirty(root)
     except (OSError, subprocess.SubprocessError):
         return None
     if sha.returncode != 0:
         return None
-    return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    return sha.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def is_dirty(root: str | Path) -> bool:
+    """Whether the git checkout at `root` has uncommitted changes to tracked files outside `GENERATED`."""
+    exclude = [f":(exclude){g}" for g in GENERATED]
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    return bool(out.stdout.strip())
 
 
 def command_line(command: str, overrides: list[str]) -> str:
