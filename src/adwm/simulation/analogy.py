@@ -157,8 +157,7 @@ class _Rollout:
 
 @dataclass(frozen=True)
 class _Edit:
-    dropped: frozenset[str]  # templates
-    dropped_order: tuple[str, ...]  # the same, in the order of s
+    dropped: tuple[str, ...]  # templates, in the order of s
     added: tuple[str, ...]  # templates, in the order of s' (after the feedback)
     feedback: tuple[str, ...]
     scene: bool  # the whole scene changed
@@ -174,8 +173,9 @@ class AnalogyWorld:
     """`evaluate.world=analogy` (module docstring): the logged successors where the log has them, edits
     by analogy elsewhere, `nearest` for actions of no logged template."""
 
-    def __init__(self, episodes: Sequence[Episode]) -> None:
-        self.nearest = LoggedWorld(episodes, moves=True)
+    def __init__(self, episodes: Sequence[Episode], nearest: LoggedWorld | None = None) -> None:
+        """`nearest`: the `nearest` world of the same episodes, where the caller has built it already."""
+        self.nearest = nearest if nearest is not None else LoggedWorld(episodes, moves=True)
         counts: dict[tuple, dict[_Edit, int]] = defaultdict(lambda: defaultdict(int))
         self.own: dict[int, list[tuple[str, list[str] | None]]] = {}  # seed -> its logged (observation, list)
         self.own_lists: dict[tuple, list[str]] = {}  # (seed, sentences past the feedback) -> its logged list
@@ -217,7 +217,7 @@ class AnalogyWorld:
         for k, edits in self.edits.items():
             by_template: dict[str, list[int]] = defaultdict(list)
             for i, e in enumerate(edits):
-                for t in e.dropped:
+                for t in set(e.dropped):
                     by_template[t].append(i)
             self.dropping[k] = {t: np.array(ids) for t, ids in by_template.items()}
         self.transient = {s for s, n in seen.items() if survived[s] == 0}
@@ -249,7 +249,6 @@ class AnalogyWorld:
         a = [] if adm is None or next_adm is None else adm
         n = [] if adm is None or next_adm is None else next_adm
         return _Edit(
-            frozenset(_abstract(s, args) for s in dropped),
             tuple(_abstract(s, args) for s in dropped),
             tuple(_abstract(s, args) for s in added),
             tuple(_abstract(s, args) for s in feedback),
@@ -338,7 +337,7 @@ class AnalogyWorld:
     def _edited_scene(self, state, edit: _Edit, args, x, feedback) -> tuple[list[str], dict[str, list[str]]]:
         """x's sentences past its feedback with the edit applied in place, and, for each item the edit's
         world revealed, the items this world shows there instead."""
-        dropped = [_fill(t, args) for t in edit.dropped_order]
+        dropped = [_fill(t, args) for t in edit.dropped]
         added = [_fill(t, args) for t in edit.added]
         # x without the previous action's feedback: what precedes its scene sentence, or where it has none,
         # the sentences that never outlived a step in the log

@@ -3,9 +3,10 @@
 For k = 1, 5, 10 steps: the state accuracy, the share of replays whose state after k logged actions (the
 nearest logged observation of the sampled latent, what the agent and the heads read after snapping)
 agrees with the logged observation k steps in, by the environment's state key (`envs.registry.state_key`:
-builtin's room and inventory; the whole text elsewhere). Beside it the same accuracy of the log's
-text worlds, built from the training split: `stay` (the first observation kept), `nearest` (the logged
-successors; simulation/worlds.py) and `analogy` (the log's edits applied by analogy; simulation/analogy.py). And over whole episodes: the correlation of the simulated and logged discounted
+builtin's room and inventory; the whole text elsewhere). Beside it the same accuracy of the log's text
+worlds, built from the training split: `stay` (the first observation kept), `nearest` (the logged
+successors; simulation/worlds.py) and `analogy` (the log's edits applied by analogy;
+simulation/analogy.py). And over whole episodes: the correlation of the simulated and logged discounted
 returns (the simulated one is the expected return under the termination head, sum_t gamma^t r_t
 prod_{s<t} (1 - p_s)) and the mean simulated probability of ending within the logged length against the
 logged share of episodes that ended (not truncated).
@@ -102,10 +103,8 @@ def _control_states(
     """Each control's observation after k logged actions, per episode (`stay`: the first one; `nearest` and
     `analogy`: the text worlds of the training split, simulation/worlds.py and simulation/analogy.py)."""
     out: dict[str, dict[int, list[str]]] = {"stay": {k: [ep.steps[0].observation for ep in episodes] for k in ks}}
-    for name, world in (
-        ("nearest", LoggedWorld(train_episodes, moves=True)),
-        ("analogy", AnalogyWorld(train_episodes)),
-    ):
+    nearest = LoggedWorld(train_episodes, moves=True)
+    for name, world in (("nearest", nearest), ("analogy", AnalogyWorld(train_episodes, nearest))):
         rng = np.random.default_rng(seed)
         out[name] = {k: [] for k in ks}
         for ep in episodes:
