@@ -62,6 +62,17 @@ def test_estimated_behaviour_converges_on_the_tabular_mdp_and_so_does_its_pdis()
     assert errors[1] < 0.05 and errors[1] < errors[0]
 
 
+def test_chunks_of_the_log_add_up_to_the_whole():
+    """The fit scores a chunk's distinct observations and tasks once and adds gradients over chunks: a
+    chunk of a few states must reach the fit of one chunk holding the whole log."""
+    mdp = random_mdp(5, n_states=4, n_actions=3, horizon=3)
+    log = sample(mdp, np.full((4, 3), 1 / 3), 60, np.random.default_rng(5))
+    features, taken, _, _ = _tabular_states(mdp, log)
+    whole = fit_behaviour(features, taken)
+    chunked = fit_behaviour(features, taken, chunk=7)  # two states a chunk (three candidate actions)
+    np.testing.assert_allclose(chunked.log_probs, whole.log_probs, atol=1e-6)
+
+
 def test_an_action_off_the_list_stays_possible_and_bad_settings_are_named():
     states = [AgentState("t", "o", [], ["x", "y"]), AgentState("t", "o", [], ["x", "y"])]
     vocab = ["t", "o", "x", "y", "z"]

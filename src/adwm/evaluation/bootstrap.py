@@ -5,14 +5,20 @@ off-policy estimators read the counts as episode weights in log space (no resamp
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 
+@lru_cache(maxsize=8)
 def resample_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
-    """(n_boot, n) multinomial counts: how often each of n units appears in each resample."""
+    """(n_boot, n) multinomial counts: how often each of n units appears in each resample. Read-only and
+    kept: every estimator of every policy of a log draws the same resamples."""
     if n < 1 or n_boot < 1:
         raise ValueError(f"bootstrap: expected at least one unit and one resample, got n={n}, n_boot={n_boot}")
-    return np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=n_boot)
+    counts = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=n_boot)
+    counts.flags.writeable = False
+    return counts
 
 
 def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float, int]:

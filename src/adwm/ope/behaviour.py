@@ -51,39 +51,54 @@ def fit_behaviour(
     actions: Sequence[str],
     l2: float = 1.0,
     max_iterations: int = 200,
-    chunk: int = 65536,
+    chunk: int = 1 << 22,
 ) -> BehaviourFit:
     """Fits the conditional logit on the logged steps of `features` (their states) taking `actions`;
-    `chunk` bounds the (state, candidate) pairs scored at once."""
+    `chunk` bounds the (state, action) pairs scored at once."""
     if len(actions) != len(features.states):
         raise ValueError(f"behaviour model: {len(features.states)} logged states but {len(actions)} actions")
     if l2 <= 0:
         raise ValueError(f"ope.behaviour_l2: expected > 0, got {l2}")
     cands, chosen = _candidates(features, actions)
     m, width = len(cands), max(len(c) for c in cands)
-    emb = torch.as_tensor(features.emb, dtype=torch.float64)
+    # the candidate actions' own table: scores are e(a) . W e(obs) = (e(a) W) . e(obs), so each evaluation
+    # multiplies the (actions, d) table by the parameters once instead of gathering (states, candidates, d)
+    vocabulary = sorted({i for c in cands for i in c})
+    local = {i: j for j, i in enumerate(vocabulary)}
+    table = torch.as_tensor(features.emb[vocabulary], dtype=torch.float64)
     idx = torch.zeros(m, width, dtype=torch.long)
     valid = torch.zeros(m, width, dtype=torch.bool)
     for i, c in enumerate(cands):
-        idx[i, : len(c)] = torch.tensor(c)
+        idx[i, : len(c)] = torch.tensor([local[a] for a in c])
         valid[i, : len(c)] = True
     e_obs = torch.as_tensor(features.e_obs, dtype=torch.float64)
     e_task = torch.as_tensor(features.e_task, dtype=torch.float64)
     target = torch.tensor(chosen)
-    d = emb.size(1)
+    d = table.size(1)
     w_obs = torch.zeros(d, d, dtype=torch.float64, requires_grad=True)
     w_task = torch.zeros(d, d, dtype=torch.float64, requires_grad=True)
     bias = torch.zeros(d, dtype=torch.float64, requires_grad=True)
     params = [w_obs, w_task, bias]
 
-    def log_probs(rows: slice) -> torch.Tensor:
-        u = e_obs[rows] @ w_obs.T + e_task[rows] @ w_task.T + bias  # (m, d)
-        scores = torch.einsum("mkd,md->mk", emb[idx[rows]], u).masked_fill(~valid[rows], float("-inf"))
-        return scores.log_softmax(-1).gather(1, target[rows, None]).squeeze(1)  # (m,)
+    # chunks of states bound the (texts, actions) score matrices' memory; gradients add up over them. A
+    # chunk scores each distinct observation and task once (a log repeats its starts and its tasks)
+    per = max(chunk // len(vocabulary), 1)  # states a chunk
+    chunks = []
+    for start in range(0, m, per):
+        rows = slice(start, min(start + per, m))
+        obs, at_obs = torch.unique(e_obs[rows], dim=0, return_inverse=True)
+        task, at_task = torch.unique(e_task[rows], dim=0, return_inverse=True)
+        chunks.append((obs, at_obs, task, at_task, idx[rows], valid[rows], target[rows]))
 
-    # chunks of states bound the (states, candidates, d) gather's memory; gradients add up over them
-    per = max(chunk // width, 1)  # states a chunk
-    chunks = [slice(i, min(i + per, m)) for i in range(0, m, per)]
+    def log_probs(part: tuple, by_obs: torch.Tensor, by_task: torch.Tensor, by_bias: torch.Tensor) -> torch.Tensor:
+        obs, at_obs, task, at_task, cand, ok, chosen_at = part
+        every = (obs @ by_obs.T)[at_obs] + (task @ by_task.T)[at_task] + by_bias  # (states, actions)
+        scores = every.gather(1, cand).masked_fill(~ok, float("-inf"))
+        return scores.log_softmax(-1).gather(1, chosen_at[:, None]).squeeze(1)  # (states,)
+
+    def projected() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return table @ w_obs, table @ w_task, table @ bias
+
     opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iterations, line_search_fn="strong_wolfe")
     evaluations = 0
 
@@ -94,13 +109,14 @@ def fit_behaviour(
         loss = l2 * sum((p**2).sum() for p in params)
         loss.backward()
         total = float(loss.detach())
-        for rows in chunks:
-            part = -log_probs(rows).sum()
-            part.backward()
-            total += float(part.detach())
+        for part in chunks:
+            nll = -log_probs(part, *projected()).sum()
+            nll.backward()
+            total += float(nll.detach())
         return torch.tensor(total, dtype=torch.float64)
 
     opt.step(closure)
     with torch.no_grad():
-        lp = torch.cat([log_probs(rows) for rows in chunks]).numpy()
+        by = projected()
+        lp = torch.cat([log_probs(part, *by) for part in chunks]).numpy()
     return BehaviourFit(log_probs=lp, nll=float(-lp.mean()), evaluations=evaluations)

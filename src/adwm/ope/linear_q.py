@@ -87,14 +87,14 @@ def fit_fqe(
     Q on the logged steps is below `tol`."""
     n_iter = iterations or ds.shape[1] + 50
     has_next = ~ds.last
-    nxt = np.flatnonzero(has_next) + 1  # the successor row of every step that has one
+    phi_next = phi_pi[np.flatnonzero(has_next) + 1]  # the successor row of every step that has one
     theta = np.zeros(ds.phi.shape[1])
     q = np.zeros(len(ds.reward))
     change, done = float("inf"), 0
     while done < n_iter:
         done += 1
         y = ds.reward.copy()
-        y[has_next] += gamma * (phi_pi[nxt] @ theta)
+        y[has_next] += gamma * (phi_next @ theta)
         theta = ridge.fit(y)
         q_new = ds.phi @ theta
         change = float(np.max(np.abs(q_new - q)))
