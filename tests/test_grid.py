@@ -337,3 +337,19 @@ def test_overlap_is_the_median_share_of_effective_episodes_over_the_family():
     other = overlap_row({"policies": [policy(60.0, 2.0)]}, {"cell": "a", "seed": 1})
     table = mean_ci_table([row, other], "cell", OVERLAP_METRICS, 200, 0.95)
     assert table.splitlines()[2].startswith("| a | 0.20 [0.10, 0.30] | 0.01 [")
+
+
+def test_a_plot_takes_an_interval_whose_ends_differ_from_the_mean_by_rounding(tmp_path):
+    """Five seeds that agree (the oracle's Spearman 0.96 on each): the bootstrap interval's ends differ from
+    the mean by a rounding error on either side, which matplotlib refuses as a negative error bar."""
+    import numpy as np
+
+    from adwm.evaluation.bootstrap import mean_interval
+    from adwm.sweeps.report import plot_metric
+
+    values = [27 / 28] * 5
+    low, high = mean_interval(values, 2000, 0.95, 0)
+    mean = float(np.mean(values))
+    agg = {("oracle",): {"spearman": {"mean": mean, "low": max(low, mean + 1e-16), "high": high}}}
+    plot_metric(agg, 0, None, "spearman", tmp_path / "spearman.png")
+    assert (tmp_path / "spearman.png").stat().st_size > 0

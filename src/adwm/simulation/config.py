@@ -84,8 +84,6 @@ class SimulateConfig:
         at_least(self, "evaluate.simulate", 0, ("sampler_steps",), "0 = the world model's own")
         at_least(self, "evaluate.simulate", 0, ("write_cache_mb",), "0 = no cache")
         require(0 < self.ci_level < 1, "evaluate.simulate.ci_level", self.ci_level, "a value in (0, 1)")
-        if not 0 < self.ci_level < 1:
-            raise ValueError(f"evaluate.simulate.ci_level: expected a value in (0, 1), got {self.ci_level}")
 
 
 def check_calibration(method: str) -> None:

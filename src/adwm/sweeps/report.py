@@ -143,8 +143,9 @@ def plot_metric(agg: dict[tuple, dict], row_key: int, col_key: int | None, metri
             )
             m = v["mean"] if v else np.nan
             mean.append(m)
-            lo.append(m - v["low"] if v and np.isfinite(m) else 0)
-            hi.append(v["high"] - m if v and np.isfinite(m) else 0)
+            # clipped at 0: where every seed agrees the interval's ends differ from the mean by rounding
+            lo.append(max(m - v["low"], 0.0) if v and np.isfinite(m) else 0)
+            hi.append(max(v["high"] - m, 0.0) if v and np.isfinite(m) else 0)
         x = np.arange(len(rows)) + j * width
         ax.bar(x, mean, width, yerr=[lo, hi], capsize=3, label=str(c) if c is not None else None)
     ax.set_xticks(np.arange(len(rows)) + 0.4 - width / 2, [str(r) for r in rows], rotation=30, ha="right")
