@@ -182,3 +182,40 @@ def test_a_change_of_scene_keeps_the_actions_on_what_the_rollout_carries():
     state = world.start(LoggedStart(LOG[1].task, start, ["go to the hall", "drop the plum", "drop the fig", "look"], 2))
     hall, _, _ = world.step(state, "go to the hall", rng)
     assert set(hall.admissible) == {"go to the garden", "drop the plum", "drop the fig", "look"}
+
+
+HERE = "You are in the kitchen. The floor is empty. You carry nothing."
+LOOKS = [  # `look` answered two ways, the first twice as often; the state it was taken at is never revisited
+    _episode(
+        s,
+        "Find the key.",
+        [HERE.replace("kitchen", room), f"{feedback} {HERE.replace('kitchen', room)}"],
+        ["look"],
+        [reward],
+    )
+    for s, room, feedback, reward in (
+        (5, "cellar", "You look around.", 0.0),
+        (6, "attic", "You look around.", 0.0),
+        (7, "porch", "You see nothing new.", 0.25),
+    )
+]
+
+
+def test_proposals_are_each_best_matching_edit_once_with_how_often_the_log_made_it():
+    world = AnalogyWorld(LOOKS)
+    start = "You are in the study. The floor is empty. You carry nothing."
+    state = world.start(LoggedStart("Find the key.", start, None, 9))
+    proposals = world.proposals(state, "look")
+    got = {p.state.observation: (p.weight, p.reward, p.done) for p in proposals}
+    assert got == {f"You look around. {start}": (2.0, 0.0, False), f"You see nothing new. {start}": (1.0, 0.25, False)}
+    # `step` draws among the proposals in proportion to their weights
+    rng = np.random.default_rng(0)
+    drawn = [world.step(state, "look", rng)[0].observation for _ in range(600)]
+    assert {*drawn} == {*got} and abs(drawn.count(f"You look around. {start}") / 600 - 2 / 3) < 0.06
+    # where the log took the action at exactly this state: its logged successors (`nearest`'s), each once
+    logged = world.start(LoggedStart("Find the key.", LOOKS[0].steps[0].observation, None, 5))
+    [only] = world.proposals(logged, "look")
+    assert only.state.observation == LOOKS[0].final_observation and only.weight == 1.0
+    # an action of no logged kind: nothing happens
+    [same] = world.proposals(state, "dance")
+    assert (same.state.observation, same.reward, same.done) == (start, 0.0, False)

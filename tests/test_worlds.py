@@ -126,7 +126,7 @@ def test_nearest_on_a_deterministic_log_replays_the_logged_return():
 
 def test_evaluate_in_each_world_by_config(smoke_run, tmp_path, one_thread):
     """`adwm evaluate evaluate.world=...`: the oracle (no world model needed), the controls and the learned
-    model on one family; the oracle agrees with the ground truth of the smoke run's uniform agent."""
+    model picking among the analogy world's proposals on one family; the oracle agrees with the ground truth of the smoke run's uniform agent."""
     from adwm.cli import main
     from adwm.runtime.atomic import read_json
     from helpers import reads
@@ -134,7 +134,7 @@ def test_evaluate_in_each_world_by_config(smoke_run, tmp_path, one_thread):
     family = ["family.eps=[0.0,1.0]", "family.off_path=[]", "evaluate.calibration=none", "workers=1"]
     rollouts = ["evaluate.simulate.n_rollouts=200", "evaluate.simulate.horizon=0"]
     results = {}
-    for world in ("oracle", "nearest", "stay", "analogy"):
+    for world in ("oracle", "nearest", "stay", "analogy", "guided_analogy"):
         out = tmp_path / f"{world}.json"
         args = ["evaluate", *reads(smoke_run), *family, *rollouts, f"evaluate.world={world}", f"evaluate.out={out}"]
         if world == "oracle":  # reads no world model: a missing one does not matter
@@ -145,7 +145,9 @@ def test_evaluate_in_each_world_by_config(smoke_run, tmp_path, one_thread):
         for name in ("iter3_eps0", "iter3_eps1"):
             e = results[world]["estimates"][name]
             assert e["settings"]["world"] == world and e["n"] == 200 and np.isfinite(e["J_hat"])
-            assert not {"guidance", "ablation", "projector"} & set(e["settings"])  # a reader's change reuses it
+            # a reader's change reuses it; the learned model picking among proposals reads the guidance
+            read = {"guidance"} if world == "guided_analogy" else set()
+            assert {"guidance", "ablation", "projector"} & set(e["settings"]) == read
     truth = read_json(smoke_run / "ground_truth" / "ground_truth.json")["iter3_eps1"]
     oracle = results["oracle"]["estimates"]["iter3_eps1"]
     half = (oracle["ci"][1] - oracle["ci"][0]) / 2

@@ -169,6 +169,28 @@ class _Edit:
     done: bool
 
 
+@dataclass
+class Proposal:
+    """A next state a text world may move to, with its reward, its end and how often the log made it."""
+
+    state: TextState
+    reward: float
+    done: bool
+    weight: float
+
+
+def _merged(outcomes: Sequence[tuple[TextState, float, bool]], weights: Sequence[float]) -> list[Proposal]:
+    """One proposal per observation, weighted by the sum of its outcomes' weights (the first one's state,
+    reward and end)."""
+    out: dict[str, Proposal] = {}
+    for (state, reward, done), w in zip(outcomes, weights):
+        if state.observation in out:
+            out[state.observation].weight += w
+        else:
+            out[state.observation] = Proposal(state, reward, done, w)
+    return list(out.values())
+
+
 class AnalogyWorld:
     """`evaluate.world=analogy` (module docstring): the logged successors where the log has them, edits
     by analogy elsewhere, `nearest` for actions of no logged template."""
@@ -266,37 +288,72 @@ class AnalogyWorld:
 
     def step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
         nxt, reward, done = self._step(state, action, rng)
-        here, there = self._scene(state.observation), self._scene(nxt.observation)
-        if here is not None and here != there:  # left a scene: as it was, for a return to it
-            state.handle.scenes[here] = (self._body(sentences(state.observation)), state.admissible)
+        self.remember(state, nxt)
         return nxt, reward, done
 
-    def _step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
-        edits = None
-        if action not in self.nearest.table.get(state.observation, {}):
-            again = any(a == action for _, a in state.history)
-            key = self._key(state.task, action, again)
-            if key not in self.edits:  # the log never took it again (or never the first time): the other
-                key = self._key(state.task, action, not again)
-            edits = self.edits.get(key)
-        if not edits:  # the logged successor, or no edit of this action's kind: `nearest`
-            nxt, reward, done = self.nearest.step(state, action, rng)
-            return TextState(nxt.task, nxt.observation, nxt.admissible, nxt.history, state.handle), reward, done
+    def remember(self, state: TextState, nxt: TextState) -> None:
+        """Keep the scene `state` showed, as it was, for a return to it, where the step to `nxt` left it."""
+        here, there = self._scene(state.observation), self._scene(nxt.observation)
+        if here is not None and here != there:
+            state.handle.scenes[here] = (self._body(sentences(state.observation)), state.admissible)
+
+    def proposals(self, state: TextState, action: str) -> list[Proposal]:
+        """Every next state the world may move to from `state` by `action`, each observation once, with how
+        often the log made it: the logged successors (`nearest`'s, where the log took the action there or
+        the action has no edit of its kind), else each of the best-matching edits applied."""
+        matching = self._matching(state, action)
+        if matching is None:
+            outcomes = [(self._own(state, nxt), r, d) for nxt, r, d in self.nearest.outcomes(state, action)]
+            return _merged(outcomes, [1.0] * len(outcomes))
+        edits, w = matching
+        best = np.flatnonzero(w > 0)
+        outcomes = [(self._applied(state, action, edits[i]), edits[i].reward, edits[i].done) for i in best]
+        return _merged(outcomes, w[best].tolist())
+
+    def _matching(self, state: TextState, action: str) -> tuple[list[_Edit], np.ndarray] | None:
+        """The edits of `action`'s key and their weights (how often the log made each; 0 for those that do
+        not drop the most of `state`'s sentences), or None where `nearest` steps: the log took the action at
+        exactly this state, or has no edit of its kind."""
+        if action in self.nearest.table.get(state.observation, {}):
+            return None
+        again = any(a == action for _, a in state.history)
+        key = self._key(state.task, action, again)
+        if key not in self.edits:  # the log never took it again (or never the first time): the other
+            key = self._key(state.task, action, not again)
+        edits = self.edits.get(key)
+        if not edits:
+            return None
         args = arguments(action)
-        x = sentences(state.observation)
-        have = {_abstract(s, args) for s in x}  # x in the action's slots, as the edits are kept
+        have = {_abstract(s, args) for s in sentences(state.observation)}  # in the action's slots, as kept
         scores = np.zeros(len(edits))
         for t in have:
             if t in self.dropping[key]:
                 scores[self.dropping[key][t]] += 1
-        w = self.weights[key] * (scores == scores.max())
+        return edits, self.weights[key] * (scores == scores.max())
+
+    def _step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
+        matching = self._matching(state, action)
+        if matching is None:  # the logged successor, or no edit of this action's kind: `nearest`
+            nxt, reward, done = self.nearest.step(state, action, rng)
+            return self._own(state, nxt), reward, done
+        edits, w = matching
         edit = edits[int(rng.choice(len(edits), p=w / w.sum()))]
-        observation, admissible = self._apply(state, edit, args, x)
+        return self._applied(state, action, edit), edit.reward, edit.done
+
+    @staticmethod
+    def _own(state: TextState, nxt: TextState) -> TextState:
+        """`nxt` (a state of `nearest`) as a state of this rollout."""
+        return TextState(nxt.task, nxt.observation, nxt.admissible, nxt.history, state.handle)
+
+    def _applied(self, state: TextState, action: str, edit: _Edit) -> TextState:
+        """The state after `edit`, its slots filled with `action`'s arguments, is applied to `state`."""
+        args = arguments(action)
+        observation, admissible = self._apply(state, edit, args, sentences(state.observation))
         # a state the rollout's own world logged (the same text past the feedback) has its logged list
         logged = self.own_lists.get((state.handle.seed, tuple(self._body(sentences(observation)))))
         admissible = logged if logged is not None else admissible
         history = [*state.history, (state.observation, action)]
-        return TextState(state.task, observation, admissible, history, state.handle), edit.reward, edit.done
+        return TextState(state.task, observation, admissible, history, state.handle)
 
     def _scene(self, observation: str) -> str | None:
         """The sentence that names an observation's scene: its first of an opening kind."""

@@ -11,8 +11,12 @@ CANDIDATE_RULES = ("retrieval", "sample", "threshold")
 CALIBRATIONS = ("none", "shift", "backbone", "model_share")
 
 # what `adwm evaluate` rolls the agent out in (simulation/worlds.py): the learned world model, the real
-# environment, one of the log's two controls, or the log's edits by analogy (simulation/analogy.py)
-WORLDS = ("diffusion", "oracle", "nearest", "stay", "analogy")
+# environment, one of the log's two controls, the log's edits by analogy (simulation/analogy.py), or the
+# learned world model picking among the analogy world's proposals (simulation/guided_analogy.py)
+WORLDS = ("diffusion", "oracle", "nearest", "stay", "analogy", "guided_analogy")
+LEARNED_WORLDS = ("diffusion", "guided_analogy")  # the worlds that read the fitted world model
+
+PROPOSAL_REWARDS = ("heads", "edits")
 
 SNAP_WORLD_RULES = ("none", "outcome", "state")
 
@@ -69,6 +73,9 @@ class SimulateConfig:
     # picking among the capped candidate set; in a free-form log (no lists) every agent writes
     # (decisions.md: writing agents write in simulation)
     agents_write: bool = True
+    # evaluate.world=guided_analogy: the reward and the end of a step are the heads' on the chosen proposal's
+    # latent (`heads`) or the chosen proposal's edit (`edits`)
+    proposal_rewards: str = "heads"
 
     def __post_init__(self) -> None:
         if self.candidates not in CANDIDATE_RULES:
@@ -78,6 +85,11 @@ class SimulateConfig:
         if self.snap_world not in SNAP_WORLD_RULES:
             raise ValueError(
                 f"evaluate.simulate.snap_world: expected one of {list(SNAP_WORLD_RULES)}, got '{self.snap_world}'"
+            )
+        if self.proposal_rewards not in PROPOSAL_REWARDS:
+            raise ValueError(
+                f"evaluate.simulate.proposal_rewards: expected one of {list(PROPOSAL_REWARDS)}, "
+                f"got '{self.proposal_rewards}'"
             )
         at_least(self, "evaluate.simulate", 1, ("n_rollouts", "batch_size", "ci_resamples"))
         at_least(self, "evaluate.simulate", 0, ("horizon", "max_candidates"), "0 = env.max_steps / no cap")

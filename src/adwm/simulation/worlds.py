@@ -144,17 +144,36 @@ class LoggedWorld:
         return self.states[rows[int(np.argmax(self._vectors[rows] @ q))]]
 
     def step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
+        options = self._logged_outcomes(state, action)
+        if options is None:  # never logged: nothing happens
+            return self._unchanged(state, action), 0.0, False
+        return options[int(rng.integers(len(options)))]
+
+    def outcomes(self, state: TextState, action: str) -> list[tuple[TextState, float, bool]]:
+        """Each outcome `step` draws from, equally likely: (next state, reward, end)."""
+        options = self._logged_outcomes(state, action)
+        return [(self._unchanged(state, action), 0.0, False)] if options is None else options
+
+    @staticmethod
+    def _unchanged(state: TextState, action: str) -> TextState:
+        return TextState(state.task, state.observation, state.admissible, [*state.history, (state.observation, action)])
+
+    def _logged_outcomes(self, state: TextState, action: str) -> list[tuple[TextState, float, bool]] | None:
+        """The logged transitions by `action` from `state` (or from the most similar logged state where it
+        was taken), as outcomes; None where the action was never logged."""
         source = state.observation if action in self.table.get(state.observation, {}) else None
         source = source or self._similar(state.observation, action)
-        history = [*state.history, (state.observation, action)]
-        if source is None:  # never logged: nothing happens
-            return TextState(state.task, state.observation, state.admissible, history), 0.0, False
-        options = self.table[source][action]
-        tr = options[int(rng.integers(len(options)))]
-        if not self.moves:
-            return TextState(state.task, state.observation, state.admissible, history), tr.reward, tr.done
-        adm = tr.next_admissible if tr.next_admissible is not None else self.admissible.get(tr.next_observation)
-        return TextState(state.task, tr.next_observation, adm, history), tr.reward, tr.done
+        if source is None:
+            return None
+        out = []
+        for tr in self.table[source][action]:
+            if not self.moves:
+                out.append((self._unchanged(state, action), tr.reward, tr.done))
+                continue
+            adm = tr.next_admissible if tr.next_admissible is not None else self.admissible.get(tr.next_observation)
+            history = [*state.history, (state.observation, action)]
+            out.append((TextState(state.task, tr.next_observation, adm, history), tr.reward, tr.done))
+        return out
 
     def close(self) -> None:
         return None

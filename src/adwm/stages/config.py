@@ -123,7 +123,8 @@ class EvaluateConfig:
     # what the agent is rolled out in (simulation/worlds.py): `diffusion` the learned world model; `oracle`
     # the real environment from the logged starts (the floor of the estimator's error); `nearest` and `stay`
     # the log's controls (certainty-equivalence on logged successors; the state kept); `analogy` the log's edits
-    # applied by analogy (simulation/analogy.py)
+    # applied by analogy (simulation/analogy.py); `guided_analogy` the learned world model picking each next
+    # state among the analogy world's proposals (simulation/guided_analogy.py)
     world: str = "diffusion"
 
     def __post_init__(self) -> None:

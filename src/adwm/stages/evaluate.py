@@ -41,6 +41,8 @@ from adwm.runtime.parallel import run_jobs
 from adwm.runtime.progress import bar, say
 from adwm.simulation.analogy import AnalogyWorld
 from adwm.simulation.calibration import fit_calibration, logged_values
+from adwm.simulation.config import LEARNED_WORLDS
+from adwm.simulation.guided_analogy import rollout_guided_analogy
 from adwm.simulation.readers import NearestTextReader, SoftTokenReader
 from adwm.simulation.simulate import (
     agent_writes,
@@ -48,6 +50,7 @@ from adwm.simulation.simulate import (
     logged_reward_range,
     logged_starts,
     simulate,
+    simulation_sampler,
 )
 from adwm.simulation.worlds import LoggedWorld, OracleWorld, logged_episode_starts, rollout_world
 from adwm.stages.config import EvaluateConfig
@@ -61,6 +64,8 @@ def estimate_policy(
     start = time.time()
     if ecfg.world == "diffusion":
         returns = _diffusion_returns(cfg, ecfg, wm, dm, pcfg, cache)
+    elif ecfg.world == "guided_analogy":
+        returns = _guided_analogy_returns(cfg, ecfg, wm, dm, pcfg)
     else:
         returns = _text_world_returns(cfg, ecfg, dm, pcfg)
     lo, hi = mean_interval(returns, ecfg.simulate.ci_resamples, ecfg.simulate.ci_level, cfg.seed)  # unit: rollout
@@ -127,6 +132,32 @@ def simulation_inputs(
     return reader, continuation
 
 
+def _guided_analogy_returns(
+    cfg: DictConfig, ecfg: EvaluateConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig
+):
+    """Rollouts in the analogy world of the training split, the learned model picking among its proposals
+    (simulation/guided_analogy.py), from every logged start."""
+    starts = logged_episode_starts(dm.train_episodes + dm.val_episodes)
+    policy = build_policy(pcfg, f"family policy '{pcfg.name}'")
+    horizon = ecfg.simulate.horizon or cfg.env.max_steps
+    with bar(horizon, f"{ecfg.world} {pcfg.name}", "step") as shown:
+        return rollout_guided_analogy(
+            wm,
+            AnalogyWorld(dm.train_episodes),
+            policy,
+            starts,
+            ecfg.simulate.n_rollouts,
+            horizon,
+            cfg.env.gamma,
+            cfg.seed,
+            OmegaConf.to_object(cfg.guidance),
+            simulation_sampler(wm, ecfg.simulate.sampler_steps),
+            ecfg.simulate.proposal_rewards,
+            logged_reward_range(dm) if ecfg.simulate.clip_rewards else None,
+            shown.update,
+        )
+
+
 def _text_world_returns(cfg: DictConfig, ecfg: EvaluateConfig, dm: TrajectoryDataModule, pcfg: PolicyConfig):
     """Rollouts in the oracle or one of the log's controls (simulation/worlds.py), from every logged start;
     the controls know the training split's transitions only, as the learned world model does."""
@@ -157,6 +188,8 @@ def _policy_settings(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, pcfg:
         "evaluate": {"simulate": asdict(ecfg.simulate), "tail": asdict(ecfg.tail)},
         "seed": cfg.seed,
     }
+    if ecfg.world == "guided_analogy":  # the learned model's guidance, not its reader or projector
+        return {"world": ecfg.world, **settings, "guidance": OmegaConf.to_container(cfg.guidance)}
     if ecfg.world != "diffusion":
         return {"world": ecfg.world, **settings}
     return settings | {
@@ -204,7 +237,7 @@ def _policies(cfg: DictConfig, ecfg: EvaluateConfig) -> tuple[list, list, dict]:
 
 def _world_model_path(ecfg: EvaluateConfig, log: str) -> Path:
     """The world model's checkpoint; for the oracle and the log's controls (`evaluate.world`), the log."""
-    if ecfg.world != "diffusion":
+    if ecfg.world not in LEARNED_WORLDS:
         if not Path(log).is_file():
             raise FileNotFoundError(f"data.log: no episode log at '{log}' (evaluate.world={ecfg.world} reads it)")
         return Path(log)
@@ -225,7 +258,7 @@ def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
         dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed, cfg.env.name)
         dm.setup()
         wm = None  # the oracle and the log's controls need none
-        if cfg.evaluate.world == "diffusion":
+        if cfg.evaluate.world in LEARNED_WORLDS:
             device = resolve_device(cfg.evaluate.device, "evaluate.device")
             wm = load_checkpoint(WorldModelModule, wm_path, "evaluate.world_model").eval().to(device)
             attach_logged_worlds(wm, dm)

@@ -1,0 +1,134 @@
+"""`evaluate.world=guided_analogy`: the learned world model picks each next state among the analogy world's
+proposals.
+
+A snap of the learned model's sample to a logged latent keeps its states in the log, which loses the state
+in every world the log never showed (decisions.md: a world that keeps the state). The analogy world
+(simulation/analogy.py) makes up such states, but where several of the log's edits fit it draws among
+them by how often the log made each. Here the two take turns as the learned model and the log do in
+`diffusion`:
+
+1. the agent (the real policy, reading the state's text as in the text worlds) picks its action;
+2. the analogy world proposes every next state it allows (`AnalogyWorld.proposals`);
+3. the learned model samples z_{t+1} from the rollout's history window and the action, with action
+   guidance (`guidance.omega`), and the proposal whose encoded text is nearest to the sample is the next
+   state (a single proposal is taken as it is);
+4. the reward and the end are the heads' on the chosen latent (`evaluate.simulate.proposal_rewards=heads`,
+   the reward clipped to the logged range as in `diffusion`) or the chosen proposal's edit
+   (`edits`); the history window takes the chosen latent.
+
+Continuation guidance needs the agent's distribution over the next states' candidate sets read from
+latents; here the agent reads text, so `guidance.eta` must be 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from adwm.diffusion.sampler import DiffusionSampler
+from adwm.guidance import guided_eps_fn
+from adwm.guidance.config import GuidanceConfig
+from adwm.models.history import Window
+from adwm.policies.base import AgentState, Policy
+from adwm.simulation.analogy import AnalogyWorld, Proposal
+from adwm.simulation.config import PROPOSAL_REWARDS
+from adwm.simulation.worlds import LoggedStart
+
+
+def nearest_proposal(sample: torch.Tensor, latents: torch.Tensor) -> int:
+    """The index of the latent (K, L, d) nearest (squared Euclidean) to `sample` (L, d)."""
+    return int(((latents - sample[None]) ** 2).flatten(1).sum(1).argmin())
+
+
+class _Latents:
+    """The world model's latents of texts, each text encoded once."""
+
+    def __init__(self, wm) -> None:
+        self.wm, self.known = wm, {}
+
+    def __call__(self, texts: Sequence[str]) -> torch.Tensor:
+        new = list(dict.fromkeys(t for t in texts if t not in self.known))
+        if new:
+            self.known.update(zip(new, self.wm.encode(new)))
+        return torch.stack([self.known[t] for t in texts])
+
+
+@torch.no_grad()
+def rollout_guided_analogy(
+    wm,
+    world: AnalogyWorld,
+    policy: Policy,
+    starts: Sequence[LoggedStart],
+    n_rollouts: int,
+    horizon: int,
+    gamma: float,
+    seed: int,
+    guidance: GuidanceConfig,
+    sampler: DiffusionSampler,
+    rewards: str = "heads",
+    reward_range: tuple[float, float] | None = None,
+    step: Callable[[int], object] = lambda n: None,
+) -> np.ndarray:
+    """Discounted returns (n_rollouts,) of `policy` (module docstring); the starts are drawn as
+    `rollout_world` draws them, one numpy generator a rollout draws its actions."""
+    if rewards not in PROPOSAL_REWARDS:
+        raise ValueError(
+            f"evaluate.simulate.proposal_rewards: expected one of {list(PROPOSAL_REWARDS)}, got '{rewards}'"
+        )
+    if guidance.eta != 0:
+        raise ValueError(
+            f"guidance.eta={guidance.eta}: evaluate.world=guided_analogy has no continuation guidance (the agent "
+            "reads text, not latents); set guidance.eta=0"
+        )
+    wm = wm.eval()
+    pick = np.random.default_rng(seed).integers(0, len(starts), size=n_rollouts)
+    rngs = [np.random.default_rng((seed, 11, k)) for k in range(n_rollouts)]
+    gen = torch.Generator().manual_seed(seed)
+    states = [world.start(starts[i]) for i in pick]
+    latents = _Latents(wm)
+    z = latents([s.observation for s in states])
+    window = Window.start(z, latents([s.task for s in states]), wm.hparams.window, wm.cfg.d_action)
+    alive = np.ones(n_rollouts, dtype=bool)
+    returns = np.zeros(n_rollouts)
+    for t in range(horizon):
+        live = np.flatnonzero(alive).tolist()
+        seen = [
+            AgentState(states[i].task, states[i].observation, states[i].history, states[i].admissible) for i in live
+        ]
+        chosen = dict(zip(live, policy.act(seen, [rngs[i] for i in live])))
+        a = wm.embed_actions([chosen.get(i, "") for i in range(n_rollouts)])  # finished rollouts: not read
+        c = window.context(wm)
+        eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance)
+        sample = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
+        picked: dict[int, Proposal] = {}
+        z_next = z.clone()
+        for i in live:
+            options = world.proposals(states[i], chosen[i])
+            encoded = latents([p.state.observation for p in options])
+            k = 0 if len(options) == 1 else nearest_proposal(sample[i], encoded)
+            picked[i], z_next[i] = options[k], encoded[k]
+        if rewards == "heads":
+            reward, done_logit = wm.heads.transition(z_next, c, a)
+            if reward_range is not None:
+                reward = reward.clamp(*reward_range)
+            done = (torch.rand(n_rollouts, generator=gen) < torch.sigmoid(done_logit).cpu()).numpy()
+            reward = reward.double().cpu().numpy()
+        else:
+            reward, done = np.zeros(n_rollouts), np.zeros(n_rollouts, dtype=bool)
+            for i, p in picked.items():
+                reward[i], done[i] = p.reward, p.done
+        for i, p in picked.items():
+            world.remember(states[i], p.state)
+            if not p.state.admissible:  # a state the log showed only at an episode's end: the list it had before
+                p.state.admissible = states[i].admissible
+            states[i] = p.state
+            returns[i] += gamma**t * reward[i]
+            alive[i] = not done[i]
+        step(1)
+        if not alive.any():
+            break
+        window = window.shifted(z_next, a)
+        z = z_next
+    return returns
