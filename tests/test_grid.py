@@ -149,6 +149,7 @@ def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
     spearman = text.split("## Spearman")[1].split("\n| ")[2:4]  # the first two estimator rows
     assert spearman[0].startswith("adwm_sim |") and spearman[1].startswith("adwm |")  # uncalibrated first
     assert "`adwm_sim` is ADWM uncalibrated" in text
+    assert "> Part of `adwm benchmark experiment=smoke" in text  # cells and a seed of the command line's choosing
     rows = list(csv.DictReader(open(out / "estimates.csv")))
     assert len(rows) == (7 + 4) * len(ESTIMATORS)  # cell a: 7 policies, cell b: 4
     assert {r["cell"] for r in rows} == {"a", "b"}
@@ -322,6 +323,24 @@ def test_committed_regimes_benchmark_has_a_heuristic_family_cell_and_a_long_hori
     assert sw_long.max_steps >= 3 * load_config(["experiment=scienceworld"], "quickstart").env.max_steps
     assert cells["shop"].env.name == "shop" and cells["multihop"].env.name == "multihop"
     assert spec.report == "docs/results/regimes.md"
+
+
+def test_a_benchmark_of_some_cells_or_seeds_says_which_part_of_its_experiment_it_holds():
+    from adwm.sweeps.benchmark import benchmark_grid
+
+    whole = ["experiment=regimes"]
+    assert benchmark_grid(load_config(whole, "benchmark"), whole).note is None
+    cli = [*whole, "benchmark.cells=[{name: builtin_heuristic, overrides: [collect=heuristic_players]}]"]
+    note = benchmark_grid(load_config(cli, "benchmark"), cli).note
+    assert note.startswith("Part of `adwm benchmark experiment=regimes`: cells ['builtin_heuristic'] of [")
+    assert "(not in this table: ['builtin_long', 'textworld_long', 'scienceworld_long', 'shop', 'multihop'])" in note
+    assert note.endswith("seeds [0, 1, 2] of [0, 1, 2].")
+    cli = [*whole, "benchmark.seeds=[0]"]
+    note = benchmark_grid(load_config(cli, "benchmark"), cli).note
+    assert "not in this table" not in note and note.endswith("seeds [0] of [0, 1, 2].")
+    # every cell and seed, named on the command line: the whole benchmark
+    cli = [*whole, "benchmark.seeds=[2, 1, 0]"]
+    assert benchmark_grid(load_config(cli, "benchmark"), cli).note is None
 
 
 def test_overlap_is_the_median_share_of_effective_episodes_over_the_family():

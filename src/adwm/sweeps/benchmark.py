@@ -38,7 +38,26 @@ def benchmark_grid(cfg: DictConfig, cli: list[str]) -> GridSpec:
         ci_level=bcfg.ci_level,
         title="Benchmark results",
         command=" ".join(["adwm benchmark", *cli]),
+        note=_part_of(cfg, cli, names, list(bcfg.seeds)),
     )
+
+
+def _part_of(cfg: DictConfig, cli: list[str], names: list[str], seeds: list[int]) -> str | None:
+    """Where the command line picks other cells or seeds than its experiment's: which part of the
+    experiment's benchmark the table holds (None: all of it, or an experiment without a benchmark)."""
+    chosen = [o for o in cli if o.startswith(("benchmark.cells=", "benchmark.seeds="))]
+    if not chosen:
+        return None
+    rest = [o for o in cli if o not in chosen]
+    whole: BenchmarkConfig = OmegaConf.to_object(load_config(rest, "benchmark").benchmark)
+    every = [c.name for c in whole.cells]
+    missing = [n for n in every if n not in names]
+    if not missing and set(whole.seeds) <= set(seeds):
+        return None
+    command = " ".join(["adwm benchmark", *(o for o in rest if not o.startswith("benchmark."))])
+    said = f"Part of `{command}`: cells {names} of {every}"
+    said += f" (not in this table: {missing})" if missing else ""
+    return said + f", seeds {seeds} of {list(whole.seeds)}."
 
 
 def benchmark(cfg: DictConfig, cli: list[str]) -> Path:

@@ -59,6 +59,7 @@ class GridSpec:
     ci_level: float = 0.95
     title: str | None = None  # the table's heading (default: Grid `<name>`)
     command: str | None = None  # the command that regenerates the table, quoted in it (default: adwm grid <name>)
+    note: str | None = None  # said under the table's heading (e.g. which part of a benchmark it holds)
 
 
 @dataclass

@@ -126,6 +126,8 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
         "",
         commits_line(commits),
     ]
+    if spec.note:
+        parts += ["", f"> {spec.note}"]
     if CELL_AXIS in spec.axes:
         agg = aggregate(met_rows, ("estimator", CELL_AXIS), spec.ci_resamples, spec.ci_level)
         atomic_write_json(out / "aggregate.json", [{"estimator": e, CELL_AXIS: c, **v} for (e, c), v in agg.items()])
