@@ -312,6 +312,8 @@ def test_committed_regimes_benchmark_has_a_heuristic_family_cell_and_a_long_hori
     behaviour = [b.policy for b in cells["builtin_heuristic"].collect.behaviour]
     assert {p.kind for p in behaviour} == {"heuristic"} and all(p.eps == 0 for p in behaviour)  # no uniform share
     assert cells["builtin_heuristic"].evaluate.calibration == "none"
+    for name in ("builtin_heuristic", "builtin_long"):  # the budget the curve justifies, stated in the cell
+        assert (cells[name].fit.max_steps, cells[name].fit.encoder_steps) == (2800, 700)
     default = load_config([], "quickstart")
     assert cells["builtin_long"].env.max_steps == 2 * default.env.max_steps
     assert cells["builtin_long"].env.builtin.min_gold_steps >= default.env.builtin.max_gold_steps  # the longest before
