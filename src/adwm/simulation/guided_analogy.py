@@ -34,7 +34,7 @@ from adwm.models.history import Window
 from adwm.policies.base import AgentState, Policy
 from adwm.simulation.analogy import AnalogyWorld, Proposal
 from adwm.simulation.config import PROPOSAL_REWARDS
-from adwm.simulation.worlds import LoggedStart
+from adwm.simulation.worlds import LoggedStart, drawn_starts
 
 
 def nearest_proposal(sample: torch.Tensor, latents: torch.Tensor) -> int:
@@ -71,8 +71,8 @@ def rollout_guided_analogy(
     reward_range: tuple[float, float] | None = None,
     step: Callable[[int], object] = lambda n: None,
 ) -> np.ndarray:
-    """Discounted returns (n_rollouts,) of `policy` (module docstring); the starts are drawn as
-    `rollout_world` draws them, one numpy generator a rollout draws its actions."""
+    """Discounted returns (n_rollouts,) of `policy` (module docstring), from starts drawn as the text worlds
+    draw them."""
     if rewards not in PROPOSAL_REWARDS:
         raise ValueError(
             f"evaluate.simulate.proposal_rewards: expected one of {list(PROPOSAL_REWARDS)}, got '{rewards}'"
@@ -83,8 +83,7 @@ def rollout_guided_analogy(
             "reads text, not latents); set guidance.eta=0"
         )
     wm = wm.eval()
-    pick = np.random.default_rng(seed).integers(0, len(starts), size=n_rollouts)
-    rngs = [np.random.default_rng((seed, 11, k)) for k in range(n_rollouts)]
+    pick, rngs = drawn_starts(len(starts), n_rollouts, seed)
     gen = torch.Generator().manual_seed(seed)
     states = [world.start(starts[i]) for i in pick]
     latents = _Latents(wm)

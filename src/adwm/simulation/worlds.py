@@ -204,6 +204,13 @@ class _TfIdf:
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
+def drawn_starts(n_starts: int, n_rollouts: int, seed: int) -> tuple[np.ndarray, list[np.random.Generator]]:
+    """Which start each rollout begins from (drawn with replacement, as `simulate` draws them) and one numpy
+    generator a rollout for its actions and the world's choices."""
+    pick = np.random.default_rng(seed).integers(0, n_starts, size=n_rollouts)
+    return pick, [np.random.default_rng((seed, 11, k)) for k in range(n_rollouts)]
+
+
 def rollout_world(
     world: TextWorld,
     policy: Policy,
@@ -216,8 +223,7 @@ def rollout_world(
 ) -> np.ndarray:
     """Discounted returns (n_rollouts,) of `policy` in `world` from logged starts drawn with replacement
     (the draw of `simulate`'s); one numpy generator a rollout draws its actions and the world's choices."""
-    pick = np.random.default_rng(seed).integers(0, len(starts), size=n_rollouts)
-    rngs = [np.random.default_rng((seed, 11, k)) for k in range(n_rollouts)]
+    pick, rngs = drawn_starts(len(starts), n_rollouts, seed)
     states = [world.start(starts[i]) for i in pick]
     alive = np.ones(n_rollouts, dtype=bool)
     returns = np.zeros(n_rollouts)
