@@ -36,7 +36,8 @@ FIDELITY_CONTROLS = ("stay", "nearest", "analogy")
 ESTIMATOR_NOTE = (
     "`adwm_sim` is ADWM uncalibrated (the simulated returns alone: the number a user without the behaviour "
     "agents gets); `adwm` is calibrated (`evaluate.calibration`, which simulates the behaviour agents and so "
-    "needs them, a privilege no baseline has)."
+    "needs them, a privilege no baseline has). Where a run's `evaluate.calibration` is `none` there is no "
+    "`adwm_sim` and `adwm` is the uncalibrated estimate."
 )
 
 
