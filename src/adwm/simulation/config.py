@@ -86,16 +86,19 @@ class SimulateConfig:
             raise ValueError(
                 f"evaluate.simulate.snap_world: expected one of {list(SNAP_WORLD_RULES)}, got '{self.snap_world}'"
             )
-        if self.proposal_rewards not in PROPOSAL_REWARDS:
-            raise ValueError(
-                f"evaluate.simulate.proposal_rewards: expected one of {list(PROPOSAL_REWARDS)}, "
-                f"got '{self.proposal_rewards}'"
-            )
+        check_proposal_rewards(self.proposal_rewards)
         at_least(self, "evaluate.simulate", 1, ("n_rollouts", "batch_size", "ci_resamples"))
         at_least(self, "evaluate.simulate", 0, ("horizon", "max_candidates"), "0 = env.max_steps / no cap")
         at_least(self, "evaluate.simulate", 0, ("sampler_steps",), "0 = the world model's own")
         at_least(self, "evaluate.simulate", 0, ("write_cache_mb",), "0 = no cache")
         require(0 < self.ci_level < 1, "evaluate.simulate.ci_level", self.ci_level, "a value in (0, 1)")
+
+
+def check_proposal_rewards(source: str) -> None:
+    if source not in PROPOSAL_REWARDS:
+        raise ValueError(
+            f"evaluate.simulate.proposal_rewards: expected one of {list(PROPOSAL_REWARDS)}, got '{source}'"
+        )
 
 
 def check_calibration(method: str) -> None:

@@ -33,26 +33,13 @@ from adwm.guidance.config import GuidanceConfig
 from adwm.models.history import Window
 from adwm.policies.base import AgentState, Policy
 from adwm.simulation.analogy import AnalogyWorld, Proposal
-from adwm.simulation.config import PROPOSAL_REWARDS
+from adwm.simulation.config import check_proposal_rewards
 from adwm.simulation.worlds import LoggedStart, drawn_starts
 
 
 def nearest_proposal(sample: torch.Tensor, latents: torch.Tensor) -> int:
     """The index of the latent (K, L, d) nearest (squared Euclidean) to `sample` (L, d)."""
     return int(((latents - sample[None]) ** 2).flatten(1).sum(1).argmin())
-
-
-class _Latents:
-    """The world model's latents of texts, each text encoded once."""
-
-    def __init__(self, wm) -> None:
-        self.wm, self.known = wm, {}
-
-    def __call__(self, texts: Sequence[str]) -> torch.Tensor:
-        new = list(dict.fromkeys(t for t in texts if t not in self.known))
-        if new:
-            self.known.update(zip(new, self.wm.encode(new)))
-        return torch.stack([self.known[t] for t in texts])
 
 
 @torch.no_grad()
@@ -73,10 +60,7 @@ def rollout_guided_analogy(
 ) -> np.ndarray:
     """Discounted returns (n_rollouts,) of `policy` (module docstring), from starts drawn as the text worlds
     draw them."""
-    if rewards not in PROPOSAL_REWARDS:
-        raise ValueError(
-            f"evaluate.simulate.proposal_rewards: expected one of {list(PROPOSAL_REWARDS)}, got '{rewards}'"
-        )
+    check_proposal_rewards(rewards)
     if guidance.eta != 0:
         raise ValueError(
             f"guidance.eta={guidance.eta}: evaluate.world=guided_analogy has no continuation guidance (the agent "
@@ -86,9 +70,8 @@ def rollout_guided_analogy(
     pick, rngs = drawn_starts(len(starts), n_rollouts, seed)
     gen = torch.Generator().manual_seed(seed)
     states = [world.start(starts[i]) for i in pick]
-    latents = _Latents(wm)
-    z = latents([s.observation for s in states])
-    window = Window.start(z, latents([s.task for s in states]), wm.hparams.window, wm.cfg.d_action)
+    z = wm.encode([s.observation for s in states])  # the world model keeps each text's latent once fitted
+    window = Window.start(z, wm.encode([s.task for s in states]), wm.hparams.window, wm.cfg.d_action)
     alive = np.ones(n_rollouts, dtype=bool)
     returns = np.zeros(n_rollouts)
     for t in range(horizon):
@@ -101,13 +84,15 @@ def rollout_guided_analogy(
         c = window.context(wm)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance)
         sample = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
+        options = {i: world.proposals(states[i], chosen[i]) for i in live}
+        encoded = wm.encode([p.state.observation for i in live for p in options[i]])  # every proposal, one call
         picked: dict[int, Proposal] = {}
-        z_next = z.clone()
+        z_next, first = z.clone(), 0
         for i in live:
-            options = world.proposals(states[i], chosen[i])
-            encoded = latents([p.state.observation for p in options])
-            k = 0 if len(options) == 1 else nearest_proposal(sample[i], encoded)
-            picked[i], z_next[i] = options[k], encoded[k]
+            mine = encoded[first : first + len(options[i])]
+            k = 0 if len(mine) == 1 else nearest_proposal(sample[i], mine)
+            picked[i], z_next[i] = options[i][k], mine[k]
+            first += len(mine)
         if rewards == "heads":
             reward, done_logit = wm.heads.transition(z_next, c, a)
             if reward_range is not None:

@@ -64,10 +64,8 @@ def estimate_policy(
     start = time.time()
     if ecfg.world == "diffusion":
         returns = _diffusion_returns(cfg, ecfg, wm, dm, pcfg, cache)
-    elif ecfg.world == "guided_analogy":
-        returns = _guided_analogy_returns(cfg, ecfg, wm, dm, pcfg)
     else:
-        returns = _text_world_returns(cfg, ecfg, dm, pcfg)
+        returns = _text_world_returns(cfg, ecfg, wm, dm, pcfg)
     lo, hi = mean_interval(returns, ecfg.simulate.ci_resamples, ecfg.simulate.ci_level, cfg.seed)  # unit: rollout
     return {
         "J_hat_sim": float(returns.mean()),  # simulated; evaluate() adds the calibration's J_hat
@@ -132,48 +130,44 @@ def simulation_inputs(
     return reader, continuation
 
 
-def _guided_analogy_returns(
-    cfg: DictConfig, ecfg: EvaluateConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig
+def _text_world_returns(
+    cfg: DictConfig, ecfg: EvaluateConfig, wm: WorldModelModule | None, dm: TrajectoryDataModule, pcfg: PolicyConfig
 ):
-    """Rollouts in the analogy world of the training split, the learned model picking among its proposals
-    (simulation/guided_analogy.py), from every logged start."""
+    """Rollouts in the oracle, one of the log's controls (simulation/worlds.py) or the analogy world with the
+    learned model `wm` picking among its proposals (simulation/guided_analogy.py), from every logged start;
+    the controls know the training split's transitions only, as the learned world model does."""
     starts = logged_episode_starts(dm.train_episodes + dm.val_episodes)
     policy = build_policy(pcfg, f"family policy '{pcfg.name}'")
     horizon = ecfg.simulate.horizon or cfg.env.max_steps
-    with bar(horizon, f"{ecfg.world} {pcfg.name}", "step") as shown:
-        return rollout_guided_analogy(
-            wm,
-            AnalogyWorld(dm.train_episodes),
-            policy,
-            starts,
-            ecfg.simulate.n_rollouts,
-            horizon,
-            cfg.env.gamma,
-            cfg.seed,
-            OmegaConf.to_object(cfg.guidance),
-            simulation_sampler(wm, ecfg.simulate.sampler_steps),
-            ecfg.simulate.proposal_rewards,
-            logged_reward_range(dm) if ecfg.simulate.clip_rewards else None,
-            shown.update,
-        )
-
-
-def _text_world_returns(cfg: DictConfig, ecfg: EvaluateConfig, dm: TrajectoryDataModule, pcfg: PolicyConfig):
-    """Rollouts in the oracle or one of the log's controls (simulation/worlds.py), from every logged start;
-    the controls know the training split's transitions only, as the learned world model does."""
+    n, gamma = ecfg.simulate.n_rollouts, cfg.env.gamma
     if ecfg.world == "oracle":
         env_cfg = OmegaConf.to_object(cfg.env)
         world = OracleWorld(lambda: make_env(env_cfg))
-    elif ecfg.world == "analogy":
+    elif ecfg.world in ("analogy", "guided_analogy"):
         world = AnalogyWorld(dm.train_episodes)
     else:
         world = LoggedWorld(dm.train_episodes, moves=ecfg.world == "nearest")
-    starts = logged_episode_starts(dm.train_episodes + dm.val_episodes)
-    policy = build_policy(pcfg, f"family policy '{pcfg.name}'")
-    horizon = ecfg.simulate.horizon or cfg.env.max_steps
     with bar(horizon, f"{ecfg.world} {pcfg.name}", "step") as shown:
-        return rollout_world(
-            world, policy, starts, ecfg.simulate.n_rollouts, horizon, cfg.env.gamma, cfg.seed, shown.update
+        if ecfg.world != "guided_analogy":
+            return rollout_world(world, policy, starts, n, horizon, gamma, cfg.seed, shown.update)
+        guidance = OmegaConf.to_object(cfg.guidance)
+        sampler = simulation_sampler(wm, ecfg.simulate.sampler_steps)
+        rewards = ecfg.simulate.proposal_rewards
+        reward_range = logged_reward_range(dm) if ecfg.simulate.clip_rewards else None
+        return rollout_guided_analogy(
+            wm,
+            world,
+            policy,
+            starts,
+            n,
+            horizon,
+            gamma,
+            cfg.seed,
+            guidance,
+            sampler,
+            rewards,
+            reward_range,
+            shown.update,
         )
 
 
