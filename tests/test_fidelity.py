@@ -43,10 +43,10 @@ def test_a_perfect_model_scores_one_and_the_controls_score_as_computed_by_hand(t
         dict.fromkeys(o for ep in episodes for o in [*(s.observation for s in ep.steps), ep.final_observation])
     )
     wm.build_proposal_bank(texts, [[] for _ in texts])
-    step = [0]
+    step, horizon = [0], max(len(ep.steps) for ep in held)
 
     def perfect(eps_fn, shape, generator=None, device=None):  # the true next observation of each replay
-        t = step[0]
+        t = step[0] % horizon  # the learned model's replay, then the guided analogy's
         step[0] += 1
         return wm.encode(
             [ep.steps[t + 1].observation if t + 1 < len(ep.steps) else ep.final_observation for ep in held]
@@ -64,5 +64,35 @@ def test_a_perfect_model_scores_one_and_the_controls_score_as_computed_by_hand(t
         assert out[f"fidelity/stay_state_acc@{k}"] == stay
         assert 0.0 <= out[f"fidelity/nearest_state_acc@{k}"] <= 1.0
         assert 0.0 <= out[f"fidelity/analogy_state_acc@{k}"] <= 1.0
+        assert out[f"fidelity/snap_ceiling_state_acc@{k}"] == 1.0  # every true observation is in the bank
+        assert out[f"fidelity/snap_reachable@{k}"] == 1.0
+        assert 0.0 <= out[f"fidelity/guided_analogy_state_acc@{k}"] <= 1.0
+    # replayed in the analogy world of their own episodes, each step's proposal is its logged successor, so the
+    # row reads the truth at every k (the pick among several proposals: tests/test_guided_analogy.py)
+    step[0] = 0
+    own = replay_fidelity(wm, held, held, builtin_state_key, 0.9, 0, ks=(1, 5, 10))
+    for k in (1, 5, 10):
+        assert own[f"fidelity/guided_analogy_state_acc@{k}"] == 1.0
     assert out["fidelity/logged_end_rate"] == np.mean([not ep.info.get("truncated", False) for ep in held])
     assert 0.0 <= out["fidelity/sim_end_prob"] <= 1.0 and out["fidelity/episodes"] == 4
+
+
+def test_the_snap_ceiling_is_the_state_of_the_banked_text_nearest_to_the_true_one(tmp_path):
+    """A bank of the training split's texts alone: the ceiling is read off the nearest banked latent of
+    each true observation, found here by a plain distance matrix."""
+    import torch
+
+    dm, wm = uniform_log_world_model(tmp_path, n_episodes=12, max_steps=12, val_fraction=0.25, sampler_steps=2)
+    episodes = read_episodes(dm.cfg.log, env="builtin")
+    held, train = episodes[:4], episodes[4:]
+    bank = list(dict.fromkeys(o for ep in train for o in [*(s.observation for s in ep.steps), ep.final_observation]))
+    wm.build_proposal_bank(bank, [[] for _ in bank])
+    out = replay_fidelity(wm, held, train, builtin_state_key, 0.9, 0, ks=(1, 5), by_action=False)
+    keys = [builtin_state_key(t) for t in bank]
+    for k in (1, 5):
+        rows = [ep for ep in held if len(ep.steps) >= k]
+        true = [ep.final_observation if k == len(ep.steps) else ep.steps[k].observation for ep in rows]
+        nearest = torch.cdist(wm.encode(true).flatten(1), wm.encode(bank).flatten(1)).argmin(1).tolist()
+        expected = np.mean([keys[j] == builtin_state_key(y) for j, y in zip(nearest, true)])
+        assert out[f"fidelity/snap_ceiling_state_acc@{k}"] == expected
+        assert out[f"fidelity/snap_reachable@{k}"] == np.mean([builtin_state_key(y) in keys for y in true])

@@ -157,7 +157,7 @@ class ProposalBank:
         (needs `attach_transitions`), a row whose state its world left by that action in the log (any world
         without `worlds`) keeps to the states that led to; the rules before apply to the other rows."""
         q = z.detach().flatten(1).float().cpu()
-        keep = self._action_rows(q.size(0), actions) if actions is not None and self.arrivals is not None else None
+        keep = self.action_rows(q.size(0), actions) if actions is not None and self.arrivals is not None else None
         if worlds is not None:
             if self.world_states is None:
                 raise RuntimeError("proposal bank: snapping within the world needs the logged worlds (attach_worlds)")
@@ -195,9 +195,11 @@ class ProposalBank:
                 out[row, self.world_states[self.world_offsets[w] : self.world_offsets[w + 1]]] = True
         return out
 
-    def _action_rows(self, b: int, actions: torch.Tensor) -> torch.Tensor:
-        """(B, N) bools: the states each row's action led to in the log (every state for -1 or an action
-        that led nowhere)."""
+    def action_rows(self, b: int, actions: torch.Tensor | None) -> torch.Tensor:
+        """(B, N) bools: the states a snap by each row's action may land on, those the action led to in the
+        log (every state for -1, an action that led nowhere, `actions` None or a bank without arrivals)."""
+        if actions is None or self.arrivals is None:
+            return torch.ones(b, self.latents.size(0), dtype=torch.bool)
         act = actions.detach().cpu().long()
         known = act >= 0
         keep = torch.zeros(b, self.latents.size(0), dtype=torch.bool)

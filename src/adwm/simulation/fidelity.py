@@ -3,13 +3,20 @@
 For k = 1, 5, 10 steps: the state accuracy, the share of replays whose state after k logged actions (the
 nearest logged observation of the sampled latent, what the agent and the heads read after snapping)
 agrees with the logged observation k steps in, by the environment's state key (`envs.registry.state_key`:
-builtin's room and inventory; the whole text elsewhere). Beside it the same accuracy of the log's text
-worlds, built from the training split: `stay` (the first observation kept), `nearest` (the logged
-successors; simulation/worlds.py) and `analogy` (the log's edits applied by analogy;
-simulation/analogy.py). And over whole episodes: the correlation of the simulated and logged discounted
-returns (the simulated one is the expected return under the termination head, sum_t gamma^t r_t
-prod_{s<t} (1 - p_s)) and the mean simulated probability of ending within the logged length against the
-logged share of episodes that ended (not truncated).
+builtin's room and inventory; the whole text elsewhere). Beside it, on the same replays:
+- the log's text worlds, built from the training split: `stay` (the first observation kept), `nearest`
+  (the logged successors; simulation/worlds.py) and `analogy` (the log's edits applied by analogy;
+  simulation/analogy.py);
+- `snap_ceiling`: the state a perfect sample would be snapped to (the true observation encoded and
+  snapped), which bounds what the learned model can reach with its bank of logged states, and
+  `snap_reachable`, the share of replays for which the bank holds a state of the true key among those the
+  snap may land on (what a snap by a better distance could reach);
+- `guided_analogy`: the learned model picking each next state among the analogy world's proposals
+  (simulation/guided_analogy.py), which is not bound to the logged states.
+And over whole episodes: the correlation of the simulated and logged discounted returns (the simulated one
+is the expected return under the termination head, sum_t gamma^t r_t prod_{s<t} (1 - p_s)) and the mean
+simulated probability of ending within the logged length against the logged share of episodes that ended
+(not truncated).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from adwm.data.schema import Episode
 from adwm.models.history import Window
 from adwm.models.proposal_bank import action_ids
 from adwm.simulation.analogy import AnalogyWorld
+from adwm.simulation.guided_analogy import move_to, pick_proposals
 from adwm.simulation.worlds import LoggedStart, LoggedWorld
 
 KS = (1, 5, 10)
@@ -77,6 +85,9 @@ def replay_fidelity(
         z = z_next
     out: dict[str, float] = {}
     controls = _control_states(episodes, train_episodes, ks, seed)
+    controls["snap_ceiling"], reachable = _snap_ceiling(wm, episodes, ks, by_action, state_key)
+    out.update({f"fidelity/snap_reachable@{k}": v for k, v in reachable.items()})
+    controls["guided_analogy"] = _guided_analogy_states(wm, episodes, train_episodes, ks, seed)
     for k in ks:
         rows = [i for i, ep in enumerate(episodes) if len(ep.steps) >= k]
         if not rows:
@@ -94,6 +105,69 @@ def replay_fidelity(
     out["fidelity/sim_end_prob"] = float(1 - survive.mean())
     out["fidelity/logged_end_rate"] = float(np.mean([not ep.info.get("truncated", False) for ep in episodes]))
     out["fidelity/episodes"] = float(b)
+    return out
+
+
+@torch.no_grad()
+def _snap_ceiling(
+    wm, episodes: Sequence[Episode], ks: Sequence[int], by_action: bool, state_key: Callable[[str], object]
+) -> tuple[dict[int, list[str]], dict[int, float]]:
+    """The observation after k logged actions that a perfect sample would be snapped to (the true observation
+    encoded and snapped as the replay snaps, by its k-th action when `by_action`), per episode ("" past the
+    episode's end); its state accuracy bounds what any sampler can reach with this bank of logged states.
+    And per k the share of replays for which the bank holds a state the snap may land on with the true
+    state's key (what a snap by a better distance could reach)."""
+    texts: dict[int, list[str]] = {}
+    reachable: dict[int, float] = {}
+    keys = [state_key(t) for t in wm.proposal_bank.texts]
+    for k in ks:
+        rows = [i for i, ep in enumerate(episodes) if len(ep.steps) >= k]
+        texts[k] = [""] * len(episodes)
+        if not rows:
+            continue
+        true = [_true_observation(episodes[i], k) for i in rows]
+        ids = action_ids(wm.actions, [episodes[i].steps[k - 1].action for i in rows]) if by_action else None
+        _, nearest = wm.proposal_bank.snap(wm.encode(true), ids)
+        for i, j in zip(rows, nearest.tolist()):
+            texts[k][i] = wm.proposal_bank.texts[j]
+        allowed = wm.proposal_bank.action_rows(len(rows), ids)
+        reachable[k] = float(
+            np.mean(
+                [
+                    any(keys[j] == state_key(y) for j in allowed[r].nonzero().flatten().tolist())
+                    for r, y in enumerate(true)
+                ]
+            )
+        )
+    return texts, reachable
+
+
+@torch.no_grad()
+def _guided_analogy_states(
+    wm, episodes: Sequence[Episode], train_episodes: Sequence[Episode], ks: Sequence[int], seed: int
+) -> dict[int, list[str]]:
+    """The observation after k logged actions when the learned model picks each next state among the
+    analogy world's proposals (built from `train_episodes`), per episode ("" past the episode's end)."""
+    world = AnalogyWorld(train_episodes, LoggedWorld(train_episodes, moves=True))
+    gen = torch.Generator().manual_seed(seed)
+    states = [
+        world.start(LoggedStart(ep.task, ep.steps[0].observation, ep.steps[0].admissible, ep.seed)) for ep in episodes
+    ]
+    z = wm.encode([s.observation for s in states])
+    window = Window.start(z, wm.encode([ep.task for ep in episodes]), wm.hparams.window, wm.cfg.d_action)
+    out: dict[int, list[str]] = {k: [""] * len(episodes) for k in ks}
+    for t in range(max(len(ep.steps) for ep in episodes)):
+        chosen = {i: ep.steps[t].action for i, ep in enumerate(episodes) if t < len(ep.steps)}
+        a = wm.embed_actions([chosen.get(i, "") for i in range(len(episodes))])
+        c = window.context(wm)
+        sample = wm.sampler.sample(lambda x, tt, c=c, a=a: wm.eps(x, tt, c, a), tuple(z.shape), gen, z.device)
+        picked, z_next = pick_proposals(wm, world, states, chosen, sample, z)
+        move_to(world, states, picked)
+        if t + 1 in ks:
+            for i in chosen:
+                out[t + 1][i] = states[i].observation
+        window = window.shifted(z_next, a)
+        z = z_next
     return out
 
 

@@ -34,12 +34,39 @@ from adwm.models.history import Window
 from adwm.policies.base import AgentState, Policy
 from adwm.simulation.analogy import AnalogyWorld, Proposal
 from adwm.simulation.config import check_proposal_rewards
-from adwm.simulation.worlds import LoggedStart, drawn_starts
+from adwm.simulation.worlds import LoggedStart, TextState, drawn_starts
 
 
 def nearest_proposal(sample: torch.Tensor, latents: torch.Tensor) -> int:
     """The index of the latent (K, L, d) nearest (squared Euclidean) to `sample` (L, d)."""
     return int(((latents - sample[None]) ** 2).flatten(1).sum(1).argmin())
+
+
+def pick_proposals(
+    wm, world: AnalogyWorld, states: list[TextState], chosen: dict[int, str], sample: torch.Tensor, z: torch.Tensor
+) -> tuple[dict[int, Proposal], torch.Tensor]:
+    """For each row i of `chosen` (row -> action), the proposal of `world` from `states[i]` whose encoded text
+    is nearest to `sample[i]` (a single proposal is taken as it is) -> (the picks by row, the latents (B, L, d):
+    the picked ones' on those rows, `z`'s elsewhere)."""
+    options = {i: world.proposals(states[i], a) for i, a in chosen.items()}
+    encoded = wm.encode([p.state.observation for i in options for p in options[i]])  # every proposal, one call
+    picked: dict[int, Proposal] = {}
+    z_next, first = z.clone(), 0
+    for i, mine in options.items():
+        latents = encoded[first : first + len(mine)]
+        k = 0 if len(mine) == 1 else nearest_proposal(sample[i], latents)
+        picked[i], z_next[i] = mine[k], latents[k]
+        first += len(mine)
+    return picked, z_next
+
+
+def move_to(world: AnalogyWorld, states: list[TextState], picked: dict[int, Proposal]) -> None:
+    """Each picked row's state becomes its proposal's, the scene it leaves kept by the world for a return."""
+    for i, p in picked.items():
+        world.remember(states[i], p.state)
+        if not p.state.admissible:  # a state the log showed only at an episode's end: the list it had before
+            p.state.admissible = states[i].admissible
+        states[i] = p.state
 
 
 @torch.no_grad()
@@ -84,15 +111,7 @@ def rollout_guided_analogy(
         c = window.context(wm)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance)
         sample = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
-        options = {i: world.proposals(states[i], chosen[i]) for i in live}
-        encoded = wm.encode([p.state.observation for i in live for p in options[i]])  # every proposal, one call
-        picked: dict[int, Proposal] = {}
-        z_next, first = z.clone(), 0
-        for i in live:
-            mine = encoded[first : first + len(options[i])]
-            k = 0 if len(mine) == 1 else nearest_proposal(sample[i], mine)
-            picked[i], z_next[i] = options[i][k], mine[k]
-            first += len(mine)
+        picked, z_next = pick_proposals(wm, world, states, chosen, sample, z)
         if rewards == "heads":
             reward, done_logit = wm.heads.transition(z_next, c, a)
             if reward_range is not None:
@@ -103,13 +122,10 @@ def rollout_guided_analogy(
             reward, done = np.zeros(n_rollouts), np.zeros(n_rollouts, dtype=bool)
             for i, p in picked.items():
                 reward[i], done[i] = p.reward, p.done
-        for i, p in picked.items():
-            world.remember(states[i], p.state)
-            if not p.state.admissible:  # a state the log showed only at an episode's end: the list it had before
-                p.state.admissible = states[i].admissible
-            states[i] = p.state
+        for i in picked:
             returns[i] += gamma**t * reward[i]
             alive[i] = not done[i]
+        move_to(world, states, picked)
         step(1)
         if not alive.any():
             break

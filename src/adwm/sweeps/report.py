@@ -29,8 +29,9 @@ FIDELITY_METRICS = (
     ("sim_end_prob", "simulated end"),
     ("logged_end_rate", "logged end"),
 )
-# the controls' state accuracies, from the same replays (a fit made before a control existed lacks its row)
-FIDELITY_CONTROLS = ("stay", "nearest", "analogy")
+# the controls' state accuracies, from the same replays (a fit made before a control existed lacks its row),
+# the snap's ceiling (a perfect sample snapped) and the learned model picking among the analogy world's proposals
+FIDELITY_CONTROLS = ("stay", "nearest", "analogy", "snap_ceiling", "guided_analogy")
 
 
 ESTIMATOR_NOTE = (
