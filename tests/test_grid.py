@@ -169,9 +169,16 @@ def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
     fidelity = text.split("## Fidelity of each world model")[1].split("\n## ")[0]
     for row in ("learned (a)", "stay (a)", "nearest (a)", "learned (b)", "stay (b)", "nearest (b)"):
         assert f"| {row} |" in fidelity
+    assert "| snap_ceiling (a) |" in fidelity and "| guided_analogy (b) |" in fidelity
     fit = json.loads(next((out / "shared").glob("seed0-*/fit-*/metrics.json")).read_text())["metrics"]
     rows = {r["row"]: r for r in csv.DictReader(open(out / "fidelity.csv"))}
     assert float(rows["learned (a)"]["state_acc@1"]) == pytest.approx(fit["fidelity/state_acc@1"])
+    # a second seed asked for, but only the report: no run starts and the table says what it holds
+    report = ["benchmark", "experiment=smoke", f"benchmark.out={out}", "benchmark.seeds=[0, 1]", cells]
+    assert main([*report, "benchmark.report_only=true"]) == 0
+    text = open(capsys.readouterr().out.strip().splitlines()[-1]).read()
+    assert not (out / "runs" / "a-seed1").exists() and "2 of 4 runs finished so far" in text
+    assert "benchmark.report_only" not in text
 
 
 def test_fidelity_table_means_each_world_over_seeds():

@@ -59,6 +59,7 @@ class BenchmarkConfig:
     ci_resamples: int = 2000  # bootstrap resamples of each metric's mean over seeds (unit: seed)
     ci_level: float = 0.95
     report: str | None = None  # also copy the table here (e.g. docs/results/<cell>.md)
+    report_only: bool = False  # aggregate the runs finished so far (the table says how many) without starting any
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.cells]

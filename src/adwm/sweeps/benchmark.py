@@ -37,7 +37,7 @@ def benchmark_grid(cfg: DictConfig, cli: list[str]) -> GridSpec:
         ci_resamples=bcfg.ci_resamples,
         ci_level=bcfg.ci_level,
         title="Benchmark results",
-        command=" ".join(["adwm benchmark", *cli]),
+        command=" ".join(["adwm benchmark", *(o for o in cli if not o.startswith("benchmark.report_only="))]),
         note=_part_of(cfg, cli, names, list(bcfg.seeds)),
     )
 
@@ -61,5 +61,6 @@ def _part_of(cfg: DictConfig, cli: list[str], names: list[str], seeds: list[int]
 
 
 def benchmark(cfg: DictConfig, cli: list[str]) -> Path:
-    """Run every cell and seed; returns the path of the markdown table."""
-    return run_grid(benchmark_grid(cfg, cli))
+    """Run every cell and seed (`benchmark.report_only`: none, the runs finished so far aggregated); returns
+    the path of the markdown table."""
+    return run_grid(benchmark_grid(cfg, cli), report_only=cfg.benchmark.report_only)
