@@ -12,7 +12,7 @@ from adwm.guidance.config import GuidanceConfig
 from adwm.policies.base import Policy
 from adwm.simulation.analogy import AnalogyWorld
 from adwm.simulation.config import SimulateConfig
-from adwm.simulation.guided_analogy import nearest_proposal, rollout_guided_analogy
+from adwm.simulation.guided_analogy import nearest_proposal, pick_probabilities, rollout_guided_analogy
 from adwm.simulation.worlds import LoggedStart
 from helpers import uniform_log_world_model
 
@@ -56,14 +56,14 @@ def wm(tmp_path_factory):
     return uniform_log_world_model(tmp_path_factory.mktemp("guided"), 12, 6, 0.2, 3)[1].eval()
 
 
-def _returns(wm, toward: str, rewards: str, reward_range=None, horizon=1, eta=0.0):
+def _returns(wm, toward: str, rewards: str, reward_range=None, horizon=1, eta=0.0, temperature=0.0, n=6):
     starts = [LoggedStart("Find the key.", START, ["look"], 9)]
     return rollout_guided_analogy(
         wm,
         AnalogyWorld(LOG),
         _Looks(),
         starts,
-        6,
+        n,
         horizon,
         0.9,
         0,
@@ -71,6 +71,7 @@ def _returns(wm, toward: str, rewards: str, reward_range=None, horizon=1, eta=0.
         _Toward(wm.encode([toward])[0]),
         rewards,
         reward_range,
+        temperature=temperature,
     )
 
 
@@ -86,6 +87,29 @@ def test_each_rollout_takes_the_proposal_the_sample_lands_on_and_its_edits_rewar
     assert _returns(wm, CALM, "edits").tolist() == [0.0] * 6
     # two steps: the second step's proposals are made from the state the first one picked
     assert _returns(wm, NEWS, "edits", horizon=2) == pytest.approx([0.25 + 0.9 * 0.25] * 6)
+
+
+def test_a_soft_pick_weighs_the_logs_frequency_by_how_near_the_sample_lands():
+    latents = torch.tensor([[[0.0, 0.0]], [[3.0, 0.0]], [[0.0, 1.0]]])
+    sample = torch.tensor([[1.0, 0.0]])
+    weights = torch.tensor([1.0, 2.0, 1.0])
+    d2 = [1.0, 4.0, 2.0]  # squared distances to the sample; their mean is 7 / 3
+    for temperature in (0.5, 2.0):
+        logits = [np.log(w) - d / (temperature * 7 / 3) for w, d in zip([1.0, 2.0, 1.0], d2)]
+        expected = np.exp(logits) / np.exp(logits).sum()
+        got = pick_probabilities(sample, latents, weights, temperature)
+        assert got.numpy() == pytest.approx(expected, rel=1e-9)
+    assert pick_probabilities(sample, latents, weights, 0.0).tolist() == [1.0, 0.0, 0.0]  # the nearest
+    far = pick_probabilities(sample, latents, weights, 1e9)  # the log's frequencies
+    assert far.numpy() == pytest.approx([0.25, 0.5, 0.25], rel=1e-6)
+
+
+def test_a_hot_pick_draws_both_answers_as_often_as_the_log_made_them(wm):
+    # each answer logged once: at a high temperature the sample's pull fades and half the rollouts are paid
+    returns = _returns(wm, NEWS, "edits", temperature=1e6, n=400)
+    assert set(returns.tolist()) == {0.0, 0.25}
+    assert returns.mean() == pytest.approx(0.125, abs=0.03)
+    assert _returns(wm, NEWS, "edits", temperature=1e-3).tolist() == [0.25] * 6  # cold: the sample's pick
 
 
 def test_the_heads_pay_what_they_read_on_the_picked_latent_clipped_to_the_logged_range(wm):
@@ -106,3 +130,5 @@ def test_continuation_guidance_and_an_unknown_reward_source_are_refused(wm):
         _returns(wm, NEWS, "logged")
     with pytest.raises(ValueError, match="evaluate.simulate.proposal_rewards: expected one of"):
         SimulateConfig(proposal_rewards="logged")
+    with pytest.raises(ValueError, match="evaluate.simulate.proposal_temperature"):
+        SimulateConfig(proposal_temperature=-1.0)

@@ -76,6 +76,9 @@ class SimulateConfig:
     # evaluate.world=guided_analogy: the reward and the end of a step are the heads' on the chosen proposal's
     # latent (`heads`) or the chosen proposal's edit (`edits`)
     proposal_rewards: str = "heads"
+    # evaluate.world=guided_analogy: 0 takes the proposal nearest to the learned model's sample; above 0 draws
+    # one, weighted by the log's frequency times exp(-d^2 / (temperature * mean d^2)) (guided_analogy.py)
+    proposal_temperature: float = 0.0
 
     def __post_init__(self) -> None:
         if self.candidates not in CANDIDATE_RULES:
@@ -91,6 +94,7 @@ class SimulateConfig:
         at_least(self, "evaluate.simulate", 0, ("horizon", "max_candidates"), "0 = env.max_steps / no cap")
         at_least(self, "evaluate.simulate", 0, ("sampler_steps",), "0 = the world model's own")
         at_least(self, "evaluate.simulate", 0, ("write_cache_mb",), "0 = no cache")
+        at_least(self, "evaluate.simulate", 0, ("proposal_temperature",), "0 = the nearest proposal")
         require(0 < self.ci_level < 1, "evaluate.simulate.ci_level", self.ci_level, "a value in (0, 1)")
 
 

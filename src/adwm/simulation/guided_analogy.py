@@ -11,7 +11,9 @@ them by how often the log made each. Here the two take turns as the learned mode
 2. the analogy world proposes every next state it allows (`AnalogyWorld.proposals`);
 3. the learned model samples z_{t+1} from the rollout's history window and the action, with action
    guidance (`guidance.omega`), and the proposal whose encoded text is nearest to the sample is the next
-   state (a single proposal is taken as it is);
+   state (a single proposal is taken as it is); with `evaluate.simulate.proposal_temperature` above 0 the
+   next state is drawn instead, each proposal weighted by how often the log made it times how near the
+   sample lands to it (`pick_probabilities`);
 4. the reward and the end are the heads' on the chosen latent (`evaluate.simulate.proposal_rewards=heads`,
    the reward clipped to the logged range as in `diffusion`) or the chosen proposal's edit
    (`edits`); the history window takes the chosen latent.
@@ -42,19 +44,44 @@ def nearest_proposal(sample: torch.Tensor, latents: torch.Tensor) -> int:
     return int(((latents - sample[None]) ** 2).flatten(1).sum(1).argmin())
 
 
+def pick_probabilities(sample: torch.Tensor, latents: torch.Tensor, weights: torch.Tensor, temperature: float):
+    """The probability of taking each proposal (latents (K, L, d), log frequencies `weights` (K,)) given the
+    learned model's `sample` (L, d): proportional to w_k exp(-d_k^2 / (temperature * mean_j d_j^2)), d_k the
+    distance of proposal k to the sample. Temperature 0 is the nearest proposal; a large one, the log's
+    frequencies (the analogy world's own draw)."""
+    d2 = ((latents - sample[None]) ** 2).flatten(1).sum(1).double()
+    if temperature == 0:
+        return torch.nn.functional.one_hot(d2.argmin(), len(d2)).double()
+    logits = weights.double().log() - d2 / (temperature * d2.mean().clamp_min(1e-12))
+    return torch.softmax(logits, 0)
+
+
 def pick_proposals(
-    wm, world: AnalogyWorld, states: list[TextState], chosen: dict[int, str], sample: torch.Tensor, z: torch.Tensor
+    wm,
+    world: AnalogyWorld,
+    states: list[TextState],
+    chosen: dict[int, str],
+    sample: torch.Tensor,
+    z: torch.Tensor,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
 ) -> tuple[dict[int, Proposal], torch.Tensor]:
     """For each row i of `chosen` (row -> action), the proposal of `world` from `states[i]` whose encoded text
-    is nearest to `sample[i]` (a single proposal is taken as it is) -> (the picks by row, the latents (B, L, d):
-    the picked ones' on those rows, `z`'s elsewhere)."""
+    is nearest to `sample[i]`, or at a `temperature` above 0 one drawn by `pick_probabilities` (a single
+    proposal is taken as it is) -> (the picks by row, the latents (B, L, d): the picked ones' on those rows,
+    `z`'s elsewhere)."""
     options = {i: world.proposals(states[i], a) for i, a in chosen.items()}
     encoded = wm.encode([p.state.observation for i in options for p in options[i]])  # every proposal, one call
     picked: dict[int, Proposal] = {}
     z_next, first = z.clone(), 0
     for i, mine in options.items():
         latents = encoded[first : first + len(mine)]
-        k = 0 if len(mine) == 1 else nearest_proposal(sample[i], latents)
+        if len(mine) == 1:
+            k = 0
+        else:
+            weights = torch.tensor([p.weight for p in mine])
+            probs = pick_probabilities(sample[i], latents, weights, temperature)
+            k = int(torch.multinomial(probs, 1, generator=generator)) if temperature > 0 else int(probs.argmax())
         picked[i], z_next[i] = mine[k], latents[k]
         first += len(mine)
     return picked, z_next
@@ -84,9 +111,10 @@ def rollout_guided_analogy(
     rewards: str = "heads",
     reward_range: tuple[float, float] | None = None,
     step: Callable[[int], object] = lambda n: None,
+    temperature: float = 0.0,
 ) -> np.ndarray:
     """Discounted returns (n_rollouts,) of `policy` (module docstring), from starts drawn as the text worlds
-    draw them."""
+    draw them; `temperature`: how the next state is picked among the proposals (`pick_probabilities`)."""
     check_proposal_rewards(rewards)
     if guidance.eta != 0:
         raise ValueError(
@@ -111,7 +139,7 @@ def rollout_guided_analogy(
         c = window.context(wm)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance)
         sample = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
-        picked, z_next = pick_proposals(wm, world, states, chosen, sample, z)
+        picked, z_next = pick_proposals(wm, world, states, chosen, sample, z, temperature, gen)
         if rewards == "heads":
             reward, done_logit = wm.heads.transition(z_next, c, a)
             if reward_range is not None:

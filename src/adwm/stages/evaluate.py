@@ -168,6 +168,7 @@ def _text_world_returns(
             rewards,
             reward_range,
             shown.update,
+            ecfg.simulate.proposal_temperature,
         )
 
 
