@@ -219,3 +219,22 @@ def test_proposals_are_each_best_matching_edit_once_with_how_often_the_log_made_
     # an action of no logged kind: nothing happens
     [same] = world.proposals(state, "dance")
     assert (same.state.observation, same.reward, same.done) == (start, 0.0, False)
+
+
+def test_a_text_that_followed_a_paid_and_an_unpaid_step_pays_their_mean_and_ends_as_often_as_they_did():
+    log = [
+        Episode(
+            "builtin",
+            s,
+            "Find the key.",
+            "p",
+            [StepRecord(f"You are in the {room}. The floor is empty. You carry nothing.", "look", reward, done, None)],
+            f"You look around. You are in the {room}. The floor is empty. You carry nothing.",
+        )
+        for s, room, reward, done in ((5, "cellar", 0.0, False), (6, "attic", 0.5, True), (7, "porch", 0.5, False))
+    ]
+    start = "You are in the study. The floor is empty. You carry nothing."
+    world = AnalogyWorld(log)
+    [merged] = world.proposals(world.start(LoggedStart("Find the key.", start, None, 9)), "look")
+    assert merged.state.observation == f"You look around. {start}" and merged.weight == 3.0
+    assert merged.reward == (0.0 + 0.5 + 0.5) / 3 and merged.done == 1 / 3

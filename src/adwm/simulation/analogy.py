@@ -171,24 +171,29 @@ class _Edit:
 
 @dataclass
 class Proposal:
-    """A next state a text world may move to, with its reward, its end and how often the log made it."""
+    """A next state a text world may move to, with how often the log made it (`weight`) and what the step
+    pays and ends there: the mean `reward` and the probability `done` over the logged outcomes it merges."""
 
     state: TextState
     reward: float
-    done: bool
+    done: float
     weight: float
 
 
 def _merged(outcomes: Sequence[tuple[TextState, float, bool]], weights: Sequence[float]) -> list[Proposal]:
-    """One proposal per observation, weighted by the sum of its outcomes' weights (the first one's state,
-    reward and end)."""
-    out: dict[str, Proposal] = {}
+    """One proposal per observation (the first outcome's state), weighted by the sum of its outcomes'
+    weights, with their weighted mean reward and share of ends: the same text may follow a step that paid
+    and one that did not (a milestone pays the first time), and `step` draws among them by weight."""
+    groups: dict[str, list[tuple[TextState, float, bool, float]]] = {}
     for (state, reward, done), w in zip(outcomes, weights):
-        if state.observation in out:
-            out[state.observation].weight += w
-        else:
-            out[state.observation] = Proposal(state, reward, done, w)
-    return list(out.values())
+        groups.setdefault(state.observation, []).append((state, reward, done, w))
+    out = []
+    for group in groups.values():
+        total = sum(w for *_, w in group)
+        reward = sum(r * w for _, r, _, w in group) / total
+        done = sum(float(d) * w for _, _, d, w in group) / total
+        out.append(Proposal(group[0][0], reward, done, total))
+    return out
 
 
 class AnalogyWorld:

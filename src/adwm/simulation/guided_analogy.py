@@ -15,8 +15,9 @@ them by how often the log made each. Here the two take turns as the learned mode
    next state is drawn instead, each proposal weighted by how often the log made it times how near the
    sample lands to it (`pick_probabilities`);
 4. the reward and the end are the heads' on the chosen latent (`evaluate.simulate.proposal_rewards=heads`,
-   the reward clipped to the logged range as in `diffusion`) or the chosen proposal's edit
-   (`edits`); the history window takes the chosen latent.
+   the reward clipped to the logged range as in `diffusion`) or the chosen proposal's (`edits`: the mean
+   reward of the logged outcomes that made its text, and an end drawn with their share of ends); the
+   history window takes the chosen latent.
 
 Continuation guidance needs the agent's distribution over the next states' candidate sets read from
 latents; here the agent reads text, so `guidance.eta` must be 0.
@@ -148,8 +149,9 @@ def rollout_guided_analogy(
             reward = reward.double().cpu().numpy()
         else:
             reward, done = np.zeros(n_rollouts), np.zeros(n_rollouts, dtype=bool)
+            ends = torch.rand(n_rollouts, generator=gen).numpy()
             for i, p in picked.items():
-                reward[i], done[i] = p.reward, p.done
+                reward[i], done[i] = p.reward, ends[i] < p.done  # the mean reward of the logged outcomes, an end drawn
         for i in picked:
             returns[i] += gamma**t * reward[i]
             alive[i] = not done[i]
