@@ -183,7 +183,7 @@ class Proposal:
 def _merged(outcomes: Sequence[tuple[TextState, float, bool]], weights: Sequence[float]) -> list[Proposal]:
     """One proposal per observation (the first outcome's state), weighted by the sum of its outcomes'
     weights, with their weighted mean reward and share of ends: the same text may follow a step that paid
-    and one that did not (a milestone pays the first time), and `step` draws among them by weight."""
+    and one that did not (a milestone pays the first time), and `step` draws among such outcomes by weight."""
     groups: dict[str, list[tuple[TextState, float, bool, float]]] = {}
     for (state, reward, done), w in zip(outcomes, weights):
         groups.setdefault(state.observation, []).append((state, reward, done, w))

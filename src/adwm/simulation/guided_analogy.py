@@ -50,9 +50,9 @@ def pick_probabilities(sample: torch.Tensor, latents: torch.Tensor, weights: tor
     learned model's `sample` (L, d): proportional to w_k exp(-d_k^2 / (temperature * mean_j d_j^2)), d_k the
     distance of proposal k to the sample. Temperature 0 is the nearest proposal; a large one, the log's
     frequencies (the analogy world's own draw)."""
-    d2 = ((latents - sample[None]) ** 2).flatten(1).sum(1).double()
     if temperature == 0:
-        return torch.nn.functional.one_hot(d2.argmin(), len(d2)).double()
+        return torch.nn.functional.one_hot(torch.tensor(nearest_proposal(sample, latents)), len(latents)).double()
+    d2 = ((latents - sample[None]) ** 2).flatten(1).sum(1).double()
     logits = weights.double().log() - d2 / (temperature * d2.mean().clamp_min(1e-12))
     return torch.softmax(logits, 0)
 
