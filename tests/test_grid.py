@@ -175,6 +175,7 @@ def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
     assert float(rows["learned (a)"]["state_acc@1"]) == pytest.approx(fit["fidelity/state_acc@1"])
     # a second seed asked for, but only the report: no run starts and the table says what it holds
     report = ["benchmark", "experiment=smoke", f"benchmark.out={out}", "benchmark.seeds=[0, 1]", cells]
+    report.append("ope.ci_resamples=50")  # the runs' own overrides, or they are other runs
     assert main([*report, "benchmark.report_only=true"]) == 0
     text = open(capsys.readouterr().out.strip().splitlines()[-1]).read()
     assert not (out / "runs" / "a-seed1").exists() and "2 of 4 runs finished so far" in text
