@@ -84,10 +84,12 @@ def replay_fidelity(
         window = window.shifted(z_next, a)
         z = z_next
     out: dict[str, float] = {}
-    controls = _control_states(episodes, train_episodes, ks, seed)
+    nearest = LoggedWorld(train_episodes, moves=True)  # the text worlds of the training split, built once
+    analogy = AnalogyWorld(train_episodes, nearest)
+    controls = _control_states(episodes, nearest, analogy, ks, seed)
     controls["snap_ceiling"], reachable = _snap_ceiling(wm, episodes, ks, by_action, state_key)
     out.update({f"fidelity/snap_reachable@{k}": v for k, v in reachable.items()})
-    controls["guided_analogy"] = _guided_analogy_states(wm, episodes, train_episodes, ks, seed)
+    controls["guided_analogy"] = _guided_analogy_states(wm, episodes, analogy, ks, seed)
     for k in ks:
         rows = [i for i, ep in enumerate(episodes) if len(ep.steps) >= k]
         if not rows:
@@ -144,11 +146,10 @@ def _snap_ceiling(
 
 @torch.no_grad()
 def _guided_analogy_states(
-    wm, episodes: Sequence[Episode], train_episodes: Sequence[Episode], ks: Sequence[int], seed: int
+    wm, episodes: Sequence[Episode], world: AnalogyWorld, ks: Sequence[int], seed: int
 ) -> dict[int, list[str]]:
     """The observation after k logged actions when the learned model picks each next state among the
-    analogy world's proposals (built from `train_episodes`), per episode ("" past the episode's end)."""
-    world = AnalogyWorld(train_episodes, LoggedWorld(train_episodes, moves=True))
+    proposals of the analogy `world`, per episode ("" past the episode's end)."""
     gen = torch.Generator().manual_seed(seed)
     states = [
         world.start(LoggedStart(ep.task, ep.steps[0].observation, ep.steps[0].admissible, ep.seed)) for ep in episodes
@@ -172,13 +173,12 @@ def _guided_analogy_states(
 
 
 def _control_states(
-    episodes: Sequence[Episode], train_episodes: Sequence[Episode], ks: Sequence[int], seed: int
+    episodes: Sequence[Episode], nearest: LoggedWorld, analogy: AnalogyWorld, ks: Sequence[int], seed: int
 ) -> dict[str, dict[int, list[str]]]:
     """Each control's observation after k logged actions, per episode (`stay`: the first one; `nearest` and
     `analogy`: the text worlds of the training split, simulation/worlds.py and simulation/analogy.py)."""
     out: dict[str, dict[int, list[str]]] = {"stay": {k: [ep.steps[0].observation for ep in episodes] for k in ks}}
-    nearest = LoggedWorld(train_episodes, moves=True)
-    for name, world in (("nearest", nearest), ("analogy", AnalogyWorld(train_episodes, nearest))):
+    for name, world in (("nearest", nearest), ("analogy", analogy)):
         rng = np.random.default_rng(seed)
         out[name] = {k: [] for k in ks}
         for ep in episodes:
