@@ -170,6 +170,9 @@ def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
     for row in ("learned (a)", "stay (a)", "nearest (a)", "learned (b)", "stay (b)", "nearest (b)"):
         assert f"| {row} |" in fidelity
     assert "| snap_ceiling (a) |" in fidelity and "| guided_analogy (b) |" in fidelity
+    budgets = text.split("## Cells and budgets")[1].split("\n## ")[0]  # each cell's budgets and wall time a seed
+    assert "| a | builtin | " in budgets and "benchmark.only=[b]`" in budgets
+    assert "| wall |" in text and "The 2 finished runs took " in text
     fit = json.loads(next((out / "shared").glob("seed0-*/fit-*/metrics.json")).read_text())["metrics"]
     rows = {r["row"]: r for r in csv.DictReader(open(out / "fidelity.csv"))}
     assert float(rows["learned (a)"]["state_acc@1"]) == pytest.approx(fit["fidelity/state_acc@1"])
@@ -351,6 +354,39 @@ def test_a_benchmark_of_some_cells_or_seeds_says_which_part_of_its_experiment_it
     # every cell and seed, named on the command line: the whole benchmark
     cli = [*whole, "benchmark.seeds=[2, 1, 0]"]
     assert benchmark_grid(load_config(cli, "benchmark"), cli).note is None
+
+
+def test_benchmark_only_runs_the_cells_it_names_and_says_how_to_run_each_alone():
+    from adwm.sweeps.benchmark import benchmark_grid
+
+    cli = ["experiment=regimes", "benchmark.only=[shop, builtin_long]"]
+    spec = benchmark_grid(load_config(cli, "benchmark"), cli)
+    assert list(spec.axes["cell"]) == ["builtin_long", "shop"]  # the experiment's order
+    assert spec.note.startswith("Part of `adwm benchmark experiment=regimes`: cells ['builtin_long', 'shop'] of [")
+    # the same cells' runs as the whole benchmark's (same overrides, so a later full run reuses them)
+    whole = benchmark_grid(load_config(["experiment=regimes"], "benchmark"), ["experiment=regimes"])
+    assert spec.axes["cell"]["shop"] == whole.axes["cell"]["shop"]
+    assert whole.alone["shop"] == "adwm benchmark experiment=regimes benchmark.only=[shop]"
+    assert spec.alone["builtin_long"] == "adwm benchmark experiment=regimes benchmark.only=[builtin_long]"
+    with pytest.raises(ValueError, match=r"benchmark.only: expected names of benchmark.cells \(\['builtin_heuristic'"):
+        load_config(["experiment=regimes", "benchmark.only=[shops]"], "benchmark")
+
+
+def test_a_cells_budgets_and_wall_time_are_read_from_its_runs():
+    from adwm.sweeps.report import budget_row, budget_table, timing_table, wall_line
+
+    cfg = OmegaConf.to_container(load_config(["experiment=regimes", "collect=heuristic_players"], "quickstart"))
+    row = budget_row("h", cfg, [600.0, 720.0], "adwm benchmark experiment=regimes benchmark.only=[h]")
+    assert row["environment"] == "builtin" and row["episode steps"] == cfg["env"]["max_steps"] == 30
+    assert row["logged episodes"] == 600 and row["rollouts a policy"] == cfg["evaluate"]["simulate"]["n_rollouts"]
+    assert row["behaviour agents"] == "heuristic_t0.3, heuristic_t1" and row["wall a seed (min)"] == "11"
+    assert row["run alone"] == "`adwm benchmark experiment=regimes benchmark.only=[h]`"
+    lines = budget_table([row]).splitlines()
+    assert lines[0].startswith("| cell | environment | episode steps |") and lines[2].startswith("| h | builtin | 30 |")
+    timings = [{"cell": "h", "seed": 0, "fit": 10.0, "wall": 600.0}, {"cell": "h", "seed": 1, "fit": 12.0}]
+    assert timing_table(timings).splitlines()[0] == "| cell | seed | fit | wall |"  # wall last
+    assert wall_line(timings).startswith("The 1 finished runs took 0.2 h of wall time in all (600 s")
+    assert wall_line([{"cell": "h", "seed": 0, "fit": 1.0}]) == ""
 
 
 def test_overlap_is_the_median_share_of_effective_episodes_over_the_family():

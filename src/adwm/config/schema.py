@@ -60,12 +60,15 @@ class BenchmarkConfig:
     ci_level: float = 0.95
     report: str | None = None  # also copy the table here (e.g. docs/results/<cell>.md)
     report_only: bool = False  # aggregate the runs finished so far (the table says how many) without starting any
+    only: list[str] = field(default_factory=list)  # run (and table) only these cells, by name; empty: every cell
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.cells]
         for k, name in enumerate(names):
             safe_name(name, f"benchmark.cells[{k}].name")
         require(len(set(names)) == len(names), "benchmark.cells", names, "unique cell names")
+        unknown = [n for n in self.only if n not in names]
+        require(not unknown, "benchmark.only", self.only, f"names of benchmark.cells ({names})")
         require(bool(self.seeds), "benchmark.seeds", self.seeds, "at least one seed")
         require(self.ci_resamples >= 1, "benchmark.ci_resamples", self.ci_resamples, ">= 1")
         require(0 < self.ci_level < 1, "benchmark.ci_level", self.ci_level, "a value in (0, 1)")

@@ -17,17 +17,22 @@ from adwm.sweeps.tables import CELL_AXIS
 
 def benchmark_grid(cfg: DictConfig, cli: list[str]) -> GridSpec:
     """The grid of `cfg.benchmark`: axis `cell`, each value the cell's experiment and deltas followed by the
-    command line's other overrides (they win over the cell's)."""
+    command line's other overrides (they win over the cell's); `benchmark.only` keeps the cells it names."""
     bcfg: BenchmarkConfig = OmegaConf.to_object(cfg.benchmark)
     if not bcfg.cells or not bcfg.seeds:
         raise ValueError("benchmark.cells and benchmark.seeds: expected at least one of each")
-    names = [c.name for c in bcfg.cells]
+    names = [c.name for c in bcfg.cells if not bcfg.only or c.name in bcfg.only]
     if len(set(names)) != len(names):
         raise ValueError(f"benchmark.cells: names must be unique, got {names}")
     rest = [o for o in cli if not o.startswith(("experiment=", "benchmark."))]
-    cells = {c.name: [f"experiment={c.experiment or cfg.experiment}", *c.overrides, *rest] for c in bcfg.cells}
+    cells = {
+        c.name: [f"experiment={c.experiment or cfg.experiment}", *c.overrides, *rest]
+        for c in bcfg.cells
+        if c.name in names
+    }
     for overrides in cells.values():  # fail fast on a bad cell, before any run starts
         load_config([*overrides, "seed=0"], "quickstart")
+    shown = [o for o in cli if not o.startswith(("benchmark.report_only=", "benchmark.only="))]
     return GridSpec(
         name=cfg.experiment,
         axes={CELL_AXIS: cells},
@@ -39,13 +44,14 @@ def benchmark_grid(cfg: DictConfig, cli: list[str]) -> GridSpec:
         title="Benchmark results",
         command=" ".join(["adwm benchmark", *(o for o in cli if not o.startswith("benchmark.report_only="))]),
         note=_part_of(cfg, cli, names, list(bcfg.seeds)),
+        alone={n: " ".join(["adwm benchmark", *shown, f"benchmark.only=[{n}]"]) for n in names},
     )
 
 
 def _part_of(cfg: DictConfig, cli: list[str], names: list[str], seeds: list[int]) -> str | None:
     """Where the command line picks other cells or seeds than its experiment's: which part of the
     experiment's benchmark the table holds (None: all of it, or an experiment without a benchmark)."""
-    chosen = [o for o in cli if o.startswith(("benchmark.cells=", "benchmark.seeds="))]
+    chosen = [o for o in cli if o.startswith(("benchmark.cells=", "benchmark.seeds=", "benchmark.only="))]
     if not chosen:
         return None
     rest = [o for o in cli if o not in chosen]

@@ -60,6 +60,7 @@ class GridSpec:
     title: str | None = None  # the table's heading (default: Grid `<name>`)
     command: str | None = None  # the command that regenerates the table, quoted in it (default: adwm grid <name>)
     note: str | None = None  # said under the table's heading (e.g. which part of a benchmark it holds)
+    alone: dict[str, str] = field(default_factory=dict)  # a benchmark's cell -> the command that runs it alone
 
 
 @dataclass

@@ -216,12 +216,69 @@ def mean_ci_table(
 
 
 def timing_table(timings: list[dict], label: str = "cell") -> str:
-    """One row per run (its `cell` and `seed`), one column per timed stage."""
-    keys = list(dict.fromkeys(k for t in timings for k in t if k not in (label, "seed")))
+    """One row per run (its `cell` and `seed`), one column per timed stage, then the run's wall time (`wall`,
+    where its grid record has one)."""
+    keys = list(dict.fromkeys(k for t in timings for k in t if k not in (label, "seed", WALL)))
+    keys += [WALL] if any(WALL in t for t in timings) else []
     lines = [f"| {label} | seed | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
     for t in timings:
         cells = ("not recorded" if t.get(k, "") is None else str(t.get(k, "")) for k in keys)
         lines.append(f"| {t[label]} | {t['seed']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+WALL = "wall"  # a run's wall seconds, from its grid record (the last time it ran: a resumed run, its last part)
+
+
+def wall_line(timings: list[dict]) -> str:
+    """The finished runs' wall time in all, the sum of their `wall` seconds (the grid runs them one at a time
+    unless it is given workers), or '' where no run recorded one."""
+    walls = [t[WALL] for t in timings if t.get(WALL) is not None]
+    if not walls:
+        return ""
+    return (
+        f"The {len(walls)} finished runs took {sum(walls) / 3600:.1f} h of wall time in all ({sum(walls):.0f} s, "
+        "the sum of each run's `wall`: one run after another, on this machine)."
+    )
+
+
+def config_value(cfg, key: str):
+    """The value at dotted `key` of a resolved config (a mapping), or None where it has none."""
+    node = cfg
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+BUDGETS = [  # (config key, column title) of what a cell spends and how long its episodes are
+    ("env.name", "environment"),
+    ("env.max_steps", "episode steps"),
+    ("collect.n_episodes", "logged episodes"),
+    ("ground_truth.n_episodes", "ground-truth episodes a policy"),
+    ("fit.max_steps", "fit steps"),
+    ("fit.encoder_steps", "of them with the encoder"),
+    ("evaluate.simulate.n_rollouts", "rollouts a policy"),
+    ("evaluate.calibration", "calibration"),
+]
+
+
+def budget_row(cell: str, cfg: dict, walls: list[float], command: str | None) -> dict:
+    """A cell's budgets (`BUDGETS`, read from one of its runs' resolved config), its behaviour agents, its
+    mean wall time a seed and the command that runs it alone."""
+    row = {"cell": cell, **{title: config_value(cfg, key) for key, title in BUDGETS}}
+    behaviour = config_value(cfg, "collect.behaviour") or []
+    row["behaviour agents"] = ", ".join(str(config_value(b, "policy.name")) for b in behaviour)
+    row["wall a seed (min)"] = f"{np.mean(walls) / 60:.0f}" if walls else ""
+    row["run alone"] = f"`{command}`" if command else ""
+    return row
+
+
+def budget_table(rows: list[dict]) -> str:
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "|---" * len(keys) + "|"]
+    lines += ["| " + " | ".join("" if r[k] is None else str(r[k]) for k in keys) + " |" for r in rows]
     return "\n".join(lines)
 
 

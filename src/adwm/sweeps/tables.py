@@ -9,6 +9,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from adwm.evaluation.plots import plot_scatter
 from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json
 from adwm.sweeps.report import (
@@ -16,7 +18,10 @@ from adwm.sweeps.report import (
     FIDELITY_METRICS,
     OVERLAP_METRICS,
     TABLE_METRICS,
+    WALL,
     aggregate,
+    budget_row,
+    budget_table,
     estimate_rows,
     estimates_table,
     estimator_rank,
@@ -28,6 +33,7 @@ from adwm.sweeps.report import (
     overlap_row,
     plot_metric,
     timing_table,
+    wall_line,
     write_csv,
 )
 
@@ -60,7 +66,9 @@ def _rows(spec, runs: list, finished: list[bool]) -> tuple[list, list, list, lis
         if by_cell or combo == first:  # the log's overlap with the family: one row per cell and seed
             overlap += [row] if (row := overlap_row(summary, labels)) else []
         stages = summary.get("stage_seconds", summary.get("timings_s", {}))
-        timings.append({key: combo, "seed": r.labels["seed"], **stages})
+        record = r.root / "grid_run.json"
+        wall = read_json(record).get("wall_s") if record.is_file() else None
+        timings.append({key: combo, "seed": r.labels["seed"], **stages, **({WALL: wall} if wall is not None else {})})
     return est_rows, met_rows, timings, overlap, first, commits
 
 
@@ -75,6 +83,21 @@ def commits_line(commits: list[str | None]) -> str:
         return f"Every run was made at commit {next(iter(counts))}."
     listed = ", ".join(f"{name} ({n} run{'s' if n > 1 else ''})" for name, n in counts.items())
     return f"The runs were made at different commits: {listed}; the code changed between them."
+
+
+def _budgets(spec, runs: list, finished: list[bool], timings: list[dict]) -> list[dict]:
+    """One row per cell of a benchmark with a finished run: its budgets read from its first finished run's
+    resolved config, its mean wall time a seed and the command that runs it alone."""
+    rows, seen = [], set()
+    for r, done in zip(runs, finished):
+        cell, path = r.labels.get(CELL_AXIS), r.root / "quickstart" / "config.yaml"
+        if not done or cell in seen or not path.is_file():
+            continue
+        seen.add(cell)
+        cfg = OmegaConf.to_container(OmegaConf.load(path))
+        walls = [t[WALL] for t in timings if t[CELL_AXIS] == cell and t.get(WALL) is not None]
+        rows.append(budget_row(cell, cfg, walls, spec.alone.get(cell)))
+    return rows
 
 
 def _fidelity(spec, runs: list, finished: list[bool]) -> list[dict]:
@@ -129,6 +152,15 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
     if spec.note:
         parts += ["", f"> {spec.note}"]
     if CELL_AXIS in spec.axes:
+        parts += [
+            "",
+            "## Cells and budgets",
+            "",
+            "What each cell spends, from its runs' resolved configs; `wall a seed` is the mean wall time of its "
+            "finished runs; `run alone` runs (or resumes) the cell's seeds by themselves, into the same runs.",
+            "",
+            budget_table(_budgets(spec, runs, finished, timings)),
+        ]
         agg = aggregate(met_rows, ("estimator", CELL_AXIS), spec.ci_resamples, spec.ci_level)
         atomic_write_json(out / "aggregate.json", [{"estimator": e, CELL_AXIS: c, **v} for (e, c), v in agg.items()])
         for metric, title, sense in TABLE_METRICS:
@@ -188,6 +220,8 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
         "",
         timing_table(timings, key),
     ]
+    if wall_line(timings):
+        parts += ["", wall_line(timings)]
     table = out / "table.md"
     atomic_write_text(table, "\n".join(parts) + "\n")
     if spec.report:
