@@ -319,10 +319,16 @@ def test_committed_regimes_benchmark_has_a_heuristic_family_cell_and_a_long_hori
         "scienceworld_long",
         "shop",
         "multihop",
+        "shop_heuristic",
+        "multihop_heuristic",
     ]
-    behaviour = [b.policy for b in cells["builtin_heuristic"].collect.behaviour]
-    assert {p.kind for p in behaviour} == {"heuristic"} and all(p.eps == 0 for p in behaviour)  # no uniform share
-    assert cells["builtin_heuristic"].evaluate.calibration == "none"
+    for name in ("builtin_heuristic", "shop_heuristic", "multihop_heuristic"):
+        behaviour = [b.policy for b in cells[name].collect.behaviour]
+        assert {p.kind for p in behaviour} == {"heuristic"} and all(p.eps == 0 for p in behaviour)  # no uniform share
+        assert cells[name].evaluate.calibration == "none"
+    for name in ("shop", "multihop"):  # the same world and budgets, another log
+        assert cells[f"{name}_heuristic"].env == cells[name].env and cells[f"{name}_heuristic"].fit == cells[name].fit
+        assert cells[f"{name}_heuristic"].collect.n_episodes == cells[name].collect.n_episodes
     for name in ("builtin_heuristic", "builtin_long"):  # the budget the curve justifies, stated in the cell
         assert (cells[name].fit.max_steps, cells[name].fit.encoder_steps) == (2800, 700)
     default = load_config([], "quickstart")
@@ -346,7 +352,7 @@ def test_a_benchmark_of_some_cells_or_seeds_says_which_part_of_its_experiment_it
     cli = [*whole, "benchmark.cells=[{name: builtin_heuristic, overrides: [collect=heuristic_players]}]"]
     note = benchmark_grid(load_config(cli, "benchmark"), cli).note
     assert note.startswith("Part of `adwm benchmark experiment=regimes`: cells ['builtin_heuristic'] of [")
-    assert "(not in this table: ['builtin_long', 'textworld_long', 'scienceworld_long', 'shop', 'multihop'])" in note
+    assert "(not in this table: ['builtin_long', 'textworld_long', 'scienceworld_long', 'shop', 'multihop', " in note
     assert note.endswith("seeds [0, 1, 2] of [0, 1, 2].")
     cli = [*whole, "benchmark.seeds=[0]"]
     note = benchmark_grid(load_config(cli, "benchmark"), cli).note
