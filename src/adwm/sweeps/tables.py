@@ -151,7 +151,8 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
     ]
     if spec.note:
         parts += ["", f"> {spec.note}"]
-    if CELL_AXIS in spec.axes:
+    budgets = _budgets(spec, runs, finished, timings) if CELL_AXIS in spec.axes else []
+    if budgets:
         parts += [
             "",
             "## Cells and budgets",
@@ -159,8 +160,9 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
             "What each cell spends, from its runs' resolved configs; `wall a seed` is the mean wall time of its "
             "finished runs; `run alone` runs (or resumes) the cell's seeds by themselves, into the same runs.",
             "",
-            budget_table(_budgets(spec, runs, finished, timings)),
+            budget_table(budgets),
         ]
+    if CELL_AXIS in spec.axes:
         agg = aggregate(met_rows, ("estimator", CELL_AXIS), spec.ci_resamples, spec.ci_level)
         atomic_write_json(out / "aggregate.json", [{"estimator": e, CELL_AXIS: c, **v} for (e, c), v in agg.items()])
         for metric, title, sense in TABLE_METRICS:
