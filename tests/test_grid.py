@@ -381,10 +381,10 @@ def test_benchmark_only_runs_the_cells_it_names_and_says_how_to_run_each_alone()
 def test_a_cells_budgets_and_wall_time_are_read_from_its_runs():
     from adwm.sweeps.report import budget_row, budget_table, timing_table, wall_line
 
-    cfg = OmegaConf.to_container(load_config(["experiment=regimes", "collect=heuristic_players"], "quickstart"))
+    cfg = load_config(["experiment=regimes", "collect=heuristic_players"], "quickstart")
     row = budget_row("h", cfg, [600.0, 720.0], "adwm benchmark experiment=regimes benchmark.only=[h]")
-    assert row["environment"] == "builtin" and row["episode steps"] == cfg["env"]["max_steps"] == 30
-    assert row["logged episodes"] == 600 and row["rollouts a policy"] == cfg["evaluate"]["simulate"]["n_rollouts"]
+    assert row["environment"] == "builtin" and row["episode steps"] == cfg.env.max_steps == 30
+    assert row["logged episodes"] == 600 and row["rollouts a policy"] == cfg.evaluate.simulate.n_rollouts
     assert row["behaviour agents"] == "heuristic_t0.3, heuristic_t1" and row["wall a seed (min)"] == "11"
     assert row["run alone"] == "`adwm benchmark experiment=regimes benchmark.only=[h]`"
     lines = budget_table([row]).splitlines()

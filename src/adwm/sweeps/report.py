@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from omegaconf import DictConfig, OmegaConf
 
 from adwm.evaluation.metrics import mean_ci
 from adwm.evaluation.plots import save_figure
@@ -242,16 +243,6 @@ def wall_line(timings: list[dict]) -> str:
     )
 
 
-def config_value(cfg, key: str):
-    """The value at dotted `key` of a resolved config (a mapping), or None where it has none."""
-    node = cfg
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 BUDGETS = [  # (config key, column title) of what a cell spends and how long its episodes are
     ("env.name", "environment"),
     ("env.max_steps", "episode steps"),
@@ -264,12 +255,12 @@ BUDGETS = [  # (config key, column title) of what a cell spends and how long its
 ]
 
 
-def budget_row(cell: str, cfg: dict, walls: list[float], command: str | None) -> dict:
+def budget_row(cell: str, cfg: DictConfig, walls: list[float], command: str | None) -> dict:
     """A cell's budgets (`BUDGETS`, read from one of its runs' resolved config), its behaviour agents, its
     mean wall time a seed and the command that runs it alone."""
-    row = {"cell": cell, **{title: config_value(cfg, key) for key, title in BUDGETS}}
-    behaviour = config_value(cfg, "collect.behaviour") or []
-    row["behaviour agents"] = ", ".join(str(config_value(b, "policy.name")) for b in behaviour)
+    row = {"cell": cell, **{title: OmegaConf.select(cfg, key) for key, title in BUDGETS}}
+    behaviour = OmegaConf.select(cfg, "collect.behaviour") or []
+    row["behaviour agents"] = ", ".join(str(OmegaConf.select(b, "policy.name")) for b in behaviour)
     row["wall a seed (min)"] = f"{np.mean(walls) / 60:.0f}" if walls else ""
     row["run alone"] = f"`{command}`" if command else ""
     return row

@@ -94,7 +94,7 @@ def _budgets(spec, runs: list, finished: list[bool], timings: list[dict]) -> lis
         if not done or cell in seen or not path.is_file():
             continue
         seen.add(cell)
-        cfg = OmegaConf.to_container(OmegaConf.load(path))
+        cfg = OmegaConf.load(path)
         walls = [t[WALL] for t in timings if t[CELL_AXIS] == cell and t.get(WALL) is not None]
         rows.append(budget_row(cell, cfg, walls, spec.alone.get(cell)))
     return rows
@@ -222,8 +222,7 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
         "",
         timing_table(timings, key),
     ]
-    if wall_line(timings):
-        parts += ["", wall_line(timings)]
+    parts += ["", wall] if (wall := wall_line(timings)) else []
     table = out / "table.md"
     atomic_write_text(table, "\n".join(parts) + "\n")
     if spec.report:
