@@ -24,41 +24,37 @@ from omegaconf import OmegaConf
 from adwm.config import load_config
 from adwm.data.config import DataConfig
 from adwm.data.datamodule import TrajectoryDataModule
-from adwm.policies.base import AgentState
 from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
 from adwm.runtime.atomic import atomic_write_json
 from adwm.simulation.analogy import AnalogyWorld
 from adwm.simulation.guided_analogy import move_to
-from adwm.simulation.worlds import drawn_starts, logged_episode_starts, rollout_world
+from adwm.simulation.worlds import LoggedStart, TextState, logged_episode_starts, rollout_world
 
 OUT = Path(__file__).resolve().parent / "results" / "proposal_draw.json"
 
 
-def proposal_returns(world: AnalogyWorld, policy, starts, n: int, horizon: int, gamma: float, seed: int) -> np.ndarray:
-    """Discounted returns of `policy` when each next state is drawn among `world.proposals` by their weights
-    (how often the log made each), paid the proposal's reward and ended with its share of ends."""
-    pick, rngs = drawn_starts(len(starts), n, seed)
-    states = [world.start(starts[i]) for i in pick]
-    draw = np.random.default_rng((seed, 1))
-    alive, returns = np.ones(n, dtype=bool), np.zeros(n)
-    for t in range(horizon):
-        live = np.flatnonzero(alive).tolist()
-        seen = [
-            AgentState(states[i].task, states[i].observation, states[i].history, states[i].admissible) for i in live
-        ]
-        picked = {}
-        for i, action in zip(live, policy.act(seen, [rngs[i] for i in live])):
-            options = world.proposals(states[i], action)
-            w = np.array([p.weight for p in options])
-            picked[i] = options[int(draw.choice(len(options), p=w / w.sum()))]
-        for i, p in picked.items():
-            returns[i] += gamma**t * p.reward
-            alive[i] = not draw.random() < p.done
-        move_to(world, states, picked)
-        if not alive.any():
-            break
-    return returns
+class ProposalDraw:
+    """The analogy `world` stepping by its proposals (`AnalogyWorld.proposals`), each drawn by how often the log
+    made it, paid its mean reward and ended with its share of ends, and moved to as `guided_analogy` moves
+    (`move_to`): `guided_analogy` at a large temperature, without a learned model."""
+
+    def __init__(self, world: AnalogyWorld) -> None:
+        self.world = world
+
+    def start(self, start: LoggedStart) -> TextState:
+        return self.world.start(start)
+
+    def step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
+        options = self.world.proposals(state, action)
+        w = np.array([p.weight for p in options])
+        picked = options[int(rng.choice(len(options), p=w / w.sum()))]
+        states = [state]
+        move_to(self.world, states, {0: picked})
+        return states[0], picked.reward, bool(rng.random() < picked.done)
+
+    def close(self) -> None:
+        return None
 
 
 def main(overrides: list[str], n: int) -> Path:
@@ -69,18 +65,12 @@ def main(overrides: list[str], n: int) -> Path:
     policy = build_policy(PolicyConfig(name="uniform", kind="uniform"), "policy uniform")
     horizon, gamma = cfg.env.max_steps, cfg.env.gamma
     entry = {"overrides": overrides, "rollouts": n, "policy": "uniform"}
-    for name, run in (
-        (
-            "analogy",
-            lambda: rollout_world(AnalogyWorld(dm.train_episodes), policy, starts, n, horizon, gamma, cfg.seed),
-        ),
-        (
-            "proposals",
-            lambda: proposal_returns(AnalogyWorld(dm.train_episodes), policy, starts, n, horizon, gamma, cfg.seed),
-        ),
+    for name, world in (
+        ("analogy", AnalogyWorld(dm.train_episodes)),
+        ("proposals", ProposalDraw(AnalogyWorld(dm.train_episodes))),
     ):
         start = time.perf_counter()
-        r = run()
+        r = rollout_world(world, policy, starts, n, horizon, gamma, cfg.seed)
         entry[name] = {
             "mean": float(r.mean()),
             "se": float(r.std(ddof=1) / np.sqrt(n)),
