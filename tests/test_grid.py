@@ -219,7 +219,7 @@ def test_committed_ablation_grid_and_its_sweep_agree():
     spec = load_spec(REPO / "experiments" / "ablations.yaml")
     runs = expand(spec)
     variants = list(spec.axes["variant"])
-    assert variants[0] == "full" and spec.seeds == [0, 1, 2] and len(runs) == 12 * 3
+    assert variants[0] == "full" and spec.seeds == [0, 1, 2] and len(runs) == 13 * 3
     assert {
         "guidance.omega=0",
         "guidance.eta=1",
@@ -231,8 +231,13 @@ def test_committed_ablation_grid_and_its_sweep_agree():
     fit = {r.labels["variant"]: r.fit_key for r in runs if r.labels["seed"] == 0}
     assert fit["no_action_guidance"] == fit["continuation"] == fit["projector"] == fit["full"]
     assert fit["continuation_resample"] == fit["continuation_full"] == fit["full"]
-    assert fit["world_oracle"] == fit["world_nearest"] == fit["world_stay"] == fit["full"]  # nothing refitted
+    assert fit["world_oracle"] == fit["world_nearest"] == fit["world_stay"] == fit["world_analogy"] == fit["full"]
     assert len({fit[v] for v in ("full", "encoder_minilm", "backbone_transformer", "frozen_encoder")}) == 4
+    # step budgets only: a wall-clock cap would make the table depend on the machine's speed and load
+    assert not [o for r in runs for o in r.overrides if "max_minutes" in o or "encoder_share" in o]
+    # uncalibrated everywhere but `full` (calibration simulates the behaviour agents)
+    calibrated = [v for v, o in spec.axes["variant"].items() if "evaluate.calibration=none" not in o]
+    assert calibrated == ["full"]
     sweep = OmegaConf.to_container(OmegaConf.load(REPO / "experiments" / "sweeps" / "ablations.yaml"))
     assert sweep["parameters"]["variant"]["values"] == variants
     assert sweep["parameters"]["seed"]["values"] == spec.seeds
