@@ -104,6 +104,34 @@ def test_a_grid_table_says_which_commits_made_its_runs():
     )
 
 
+def test_a_grid_table_tells_commits_that_differ_only_in_generated_tables(tmp_path):
+    from adwm.sweeps.tables import commits_line
+
+    def git(*args):
+        out = subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    shas = []
+    for path, text in [("src/a.py", "x = 1\n"), ("docs/results/t.md", "table\n"), ("src/a.py", "x = 2\n")]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+        git("add", "-A")
+        git("commit", "-q", "-m", path)
+        shas.append(git("rev-parse", "HEAD"))
+    first, docs_only, code = shas
+    assert commits_line([first, docs_only, docs_only], root=tmp_path) == (
+        f"The runs were made at different commits: `{first[:12]}` (1 run), `{docs_only[:12]}` (2 runs); between "
+        "them only the generated tables and figures (docs/results and benchmarks/results) changed, no code or "
+        "config."
+    )
+    assert commits_line([first, code], root=tmp_path).endswith("; the code changed between them.")
+    assert commits_line([docs_only, code], root=tmp_path).endswith("; the code changed between them.")
+    assert commits_line([first, docs_only + "-dirty"], root=tmp_path).endswith("; the code changed between them.")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

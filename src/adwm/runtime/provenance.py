@@ -16,12 +16,17 @@ CONFIG_FILE = "config.yaml"
 GENERATED = ("docs/results", "benchmarks/results")
 
 
+def source_root() -> Path:
+    """The checkout the package runs from (a git checkout when `<root>/.git` exists)."""
+    return Path(__file__).resolve().parents[3]
+
+
 @lru_cache(maxsize=1)
 def commit() -> str | None:
     """The git commit of the installed source (`-dirty` with uncommitted changes to tracked files other than
     the generated results, `GENERATED`, which a grid or benchmark rewrites as it goes), or None when the
     package is not run from a git checkout."""
-    root = Path(__file__).resolve().parents[3]
+    root = source_root()
     if not (root / ".git").exists():
         return None
     try:
@@ -45,6 +50,24 @@ def is_dirty(root: str | Path) -> bool:
         timeout=10,
     )
     return bool(out.stdout.strip())
+
+
+def changed_between(a: str, b: str, root: str | Path | None = None) -> list[str] | None:
+    """The tracked files outside `GENERATED` that differ between commits `a` and `b` of the checkout at `root`
+    (the package's by default); None when git cannot tell (no checkout, an unknown commit)."""
+    root = Path(root) if root is not None else source_root()
+    exclude = [f":(exclude){g}" for g in GENERATED]
+    try:
+        out = subprocess.run(
+            ["git", "diff", "--name-only", a, b, "--", ".", *exclude],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.split() if out.returncode == 0 else None
 
 
 def command_line(command: str, overrides: list[str]) -> str:

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from adwm.evaluation.plots import plot_scatter
 from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json
+from adwm.runtime.provenance import GENERATED, changed_between
 from adwm.sweeps.report import (
     ESTIMATOR_NOTE,
     FIDELITY_METRICS,
@@ -72,9 +73,11 @@ def _rows(spec, runs: list, finished: list[bool]) -> tuple[list, list, list, lis
     return est_rows, met_rows, timings, overlap, first, commits
 
 
-def commits_line(commits: list[str | None]) -> str:
+def commits_line(commits: list[str | None], root: str | Path | None = None) -> str:
     """What code made a table's runs, from each finished run's commit (None: not run from a git checkout):
-    one commit, or each with its count and a warning that the code changed between runs."""
+    one commit, or each with its count and whether the code changed between them: git (in the checkout at
+    `root`, the package's by default) compares the commits outside the generated tables and figures; a dirty
+    or unknown commit, or a comparison git cannot make, counts as changed code."""
     counts: dict[str, int] = {}
     for c in commits:
         name = f"`{c[:12]}{'-dirty' if c.endswith('-dirty') else ''}`" if c else "an unknown commit"
@@ -82,6 +85,15 @@ def commits_line(commits: list[str | None]) -> str:
     if len(counts) == 1:
         return f"Every run was made at commit {next(iter(counts))}."
     listed = ", ".join(f"{name} ({n} run{'s' if n > 1 else ''})" for name, n in counts.items())
+    shas = sorted({c for c in commits if c})
+    if len(shas) == len(counts) and not any(c.endswith("-dirty") for c in shas):
+        changed = [changed_between(shas[0], other, root) for other in shas[1:]]
+        if all(files == [] for files in changed):
+            kept = " and ".join(GENERATED)
+            return (
+                f"The runs were made at different commits: {listed}; between them only the generated tables "
+                f"and figures ({kept}) changed, no code or config."
+            )
     return f"The runs were made at different commits: {listed}; the code changed between them."
 
 
