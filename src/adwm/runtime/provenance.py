@@ -14,6 +14,8 @@ from adwm.runtime.atomic import atomic_write_text
 CONFIG_FILE = "config.yaml"
 # tables and figures the project's commands write into the checkout: changing them changes no result
 GENERATED = ("docs/results", "benchmarks/results")
+# git pathspecs for the whole checkout but `GENERATED`
+OUTSIDE_GENERATED = (".", *(f":(exclude){g}" for g in GENERATED))
 
 
 def source_root() -> Path:
@@ -41,9 +43,8 @@ def commit() -> str | None:
 
 def is_dirty(root: str | Path) -> bool:
     """Whether the git checkout at `root` has uncommitted changes to tracked files outside `GENERATED`."""
-    exclude = [f":(exclude){g}" for g in GENERATED]
     out = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude],
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", *OUTSIDE_GENERATED],
         cwd=root,
         capture_output=True,
         text=True,
@@ -56,10 +57,9 @@ def changed_between(a: str, b: str, root: str | Path | None = None) -> list[str]
     """The tracked files outside `GENERATED` that differ between commits `a` and `b` of the checkout at `root`
     (the package's by default); None when git cannot tell (no checkout, an unknown commit)."""
     root = Path(root) if root is not None else source_root()
-    exclude = [f":(exclude){g}" for g in GENERATED]
     try:
         out = subprocess.run(
-            ["git", "diff", "--name-only", a, b, "--", ".", *exclude],
+            ["git", "diff", "--name-only", a, b, "--", *OUTSIDE_GENERATED],
             cwd=root,
             capture_output=True,
             text=True,

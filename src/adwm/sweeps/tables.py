@@ -89,10 +89,9 @@ def commits_line(commits: list[str | None], root: str | Path | None = None) -> s
     if len(shas) == len(counts) and not any(c.endswith("-dirty") for c in shas):
         changed = [changed_between(shas[0], other, root) for other in shas[1:]]
         if all(files == [] for files in changed):
-            kept = " and ".join(GENERATED)
             return (
                 f"The runs were made at different commits: {listed}; between them only the generated tables "
-                f"and figures ({kept}) changed, no code or config."
+                f"and figures ({' and '.join(GENERATED)}) changed, no code or config."
             )
     return f"The runs were made at different commits: {listed}; the code changed between them."
 
