@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from adwm.ope import ImportanceSampling, OPEData
-from adwm.ope.behaviour import fit_behaviour
+from adwm.ope.behaviour import _runs, fit_behaviour
 from adwm.ope.features import StepFeatures
 from adwm.policies.base import AgentState
 from tabular_mdp import random_mdp, sample
@@ -117,3 +117,29 @@ def test_a_log_without_behaviour_probabilities_goes_through_fit_evaluate_and_ope
             assert np.isfinite(est[e]["J_hat"]) and 1 <= est[e]["ess"] <= entry["n_episodes"], (name, e)
         assert entry["behaviour_model"]["logged_steps_with_behaviour_logprob"] == 0
     assert "is_est" in ope["metrics"]
+
+
+def test_runs_of_steps_that_list_other_actions_reach_the_fit_of_the_whole_log():
+    """Each run of steps scores only the actions its steps list: runs with different lists must reach the
+    fit that scores every action of the log at once, and, with one-hot texts, the frequency of each
+    action within its state's list (the unpenalised optimum, computed here by counting)."""
+    rng = np.random.default_rng(3)
+    lists = {"s0": ["a", "b"], "s1": ["c", "d", "e"]}
+    probs = {"s0": [0.7, 0.3], "s1": [0.2, 0.3, 0.5]}
+    vocab = ["task", "s0", "s1", "a", "b", "c", "d", "e"]
+    kinds = ["s0"] * 600 + ["s1"] * 600
+    taken = [str(rng.choice(lists[k], p=probs[k])) for k in kinds]
+    states = [AgentState("task", k, [], lists[k]) for k in kinds]
+    features = StepFeatures(states, taken, 1, lambda texts: np.eye(len(vocab))[[vocab.index(t) for t in texts]])
+    whole = fit_behaviour(features, taken, chunk=10**9)  # one run, every action of the log
+    runs = fit_behaviour(features, taken, chunk=8)  # runs of two or three steps with their own lists
+    np.testing.assert_allclose(runs.log_probs, whole.log_probs, atol=1e-6)
+    counts = {(k, a): 0 for k in lists for a in lists[k]}
+    for k, a in zip(kinds, taken):
+        counts[k, a] += 1
+    freq = [np.log(counts[k, a] / kinds.count(k)) for k, a in zip(kinds, taken)]
+    assert np.abs(runs.log_probs - freq).max() < 0.02
+    assert [(start, stop, len(v)) for start, stop, v in _runs([[0, 1], [0, 1], [2, 3, 4], [9]], 8)] == [
+        (0, 2, 2),  # a third step would make 3 steps x 5 actions > 8
+        (2, 4, 4),  # 2 steps x 4 actions = 8
+    ]

@@ -25,6 +25,8 @@ import torch
 
 from adwm.ope.features import StepFeatures
 
+CHUNK = 1 << 17  # (step, action) scores a run of steps computes at once (docs/decisions.md)
+
 
 @dataclass
 class BehaviourFit:
@@ -46,58 +48,64 @@ def _candidates(features: StepFeatures, actions: Sequence[str]) -> tuple[list[li
     return cands, chosen
 
 
+def _runs(cands: list[list[int]], chunk: int) -> list[tuple[int, int, list[int]]]:
+    """Consecutive runs of logged steps, each with the sorted candidate actions its steps list, so that a
+    run's (steps x actions) score matrix holds at most `chunk` entries (a single step may exceed it)."""
+    runs, start, seen = [], 0, set()
+    for i, c in enumerate(cands):
+        grown = len(seen) + len(set(c) - seen)
+        if i > start and (i - start + 1) * grown > chunk:
+            runs.append((start, i, sorted(seen)))
+            start, seen = i, set()
+        seen.update(c)
+    runs.append((start, len(cands), sorted(seen)))
+    return runs
+
+
 def fit_behaviour(
     features: StepFeatures,
     actions: Sequence[str],
     l2: float = 1.0,
     max_iterations: int = 200,
-    chunk: int = 1 << 22,
+    chunk: int = CHUNK,
 ) -> BehaviourFit:
     """Fits the conditional logit on the logged steps of `features` (their states) taking `actions`;
-    `chunk` bounds the (state, action) pairs scored at once."""
+    `chunk` bounds the (state, action) scores computed at once."""
     if len(actions) != len(features.states):
         raise ValueError(f"behaviour model: {len(features.states)} logged states but {len(actions)} actions")
     if l2 <= 0:
         raise ValueError(f"ope.behaviour_l2: expected > 0, got {l2}")
     cands, chosen = _candidates(features, actions)
-    m, width = len(cands), max(len(c) for c in cands)
-    # the candidate actions' own table: scores are e(a) . W e(obs) = (e(a) W) . e(obs), so each evaluation
-    # multiplies the (actions, d) table by the parameters once instead of gathering (states, candidates, d)
-    vocabulary = sorted({i for c in cands for i in c})
-    local = {i: j for j, i in enumerate(vocabulary)}
-    table = torch.as_tensor(features.emb[vocabulary], dtype=torch.float64)
-    idx = torch.zeros(m, width, dtype=torch.long)
-    valid = torch.zeros(m, width, dtype=torch.bool)
-    for i, c in enumerate(cands):
-        idx[i, : len(c)] = torch.tensor([local[a] for a in c])
-        valid[i, : len(c)] = True
+    emb = torch.as_tensor(features.emb, dtype=torch.float64)
     e_obs = torch.as_tensor(features.e_obs, dtype=torch.float64)
     e_task = torch.as_tensor(features.e_task, dtype=torch.float64)
-    target = torch.tensor(chosen)
-    d = table.size(1)
+    d = emb.size(1)
     w_obs = torch.zeros(d, d, dtype=torch.float64, requires_grad=True)
     w_task = torch.zeros(d, d, dtype=torch.float64, requires_grad=True)
     bias = torch.zeros(d, dtype=torch.float64, requires_grad=True)
     params = [w_obs, w_task, bias]
 
-    # chunks of states bound the (texts, actions) score matrices' memory; gradients add up over them. A
-    # chunk scores each distinct observation and task once (a log repeats its starts and its tasks)
-    per = max(chunk // len(vocabulary), 1)  # states a chunk
+    # A run of consecutive steps scores only the actions its own steps list: the steps of an episode share
+    # most of their lists, while a log's whole vocabulary (ScienceWorld's: tens of thousands of commands)
+    # is many times any run's. Gradients add up over the runs.
     chunks = []
-    for start in range(0, m, per):
-        rows = slice(start, min(start + per, m))
-        obs, at_obs = torch.unique(e_obs[rows], dim=0, return_inverse=True)
-        task, at_task = torch.unique(e_task[rows], dim=0, return_inverse=True)
-        chunks.append((obs, at_obs, task, at_task, idx[rows], valid[rows], target[rows]))
+    for start, stop, vocabulary in _runs(cands, chunk):
+        local = {a: j for j, a in enumerate(vocabulary)}
+        width = max(len(c) for c in cands[start:stop])
+        idx = torch.zeros(stop - start, width, dtype=torch.long)
+        valid = torch.zeros(stop - start, width, dtype=torch.bool)
+        for row, c in enumerate(cands[start:stop]):
+            idx[row, : len(c)] = torch.tensor([local[a] for a in c])
+            valid[row, : len(c)] = True
+        rows = slice(start, stop)
+        chunks.append((e_obs[rows], e_task[rows], torch.tensor(vocabulary), idx, valid, torch.tensor(chosen[rows])))
 
-    def log_probs(part: tuple, by_obs: torch.Tensor, by_task: torch.Tensor, by_bias: torch.Tensor) -> torch.Tensor:
-        obs, at_obs, task, at_task, cand, ok, chosen_at = part
-        every = (obs @ by_obs.T)[at_obs] + (task @ by_task.T)[at_task] + by_bias  # (states, actions)
+    def log_probs(part: tuple) -> torch.Tensor:
+        obs, task, vocabulary, cand, ok, chosen_at = part
+        # e(a) . (W_obs e(obs) + W_task e(task) + b) for every action the run lists
+        every = (obs @ w_obs.T + task @ w_task.T + bias) @ emb[vocabulary].T  # (steps, actions)
         scores = every.gather(1, cand).masked_fill(~ok, float("-inf"))
-        return scores.log_softmax(-1).gather(1, chosen_at[:, None]).squeeze(1)  # (states,)
-
-    def projected() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return table @ w_obs, table @ w_task, table @ bias
+        return scores.log_softmax(-1).gather(1, chosen_at[:, None]).squeeze(1)  # (steps,)
 
     opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iterations, line_search_fn="strong_wolfe")
     evaluations = 0
@@ -110,13 +118,12 @@ def fit_behaviour(
         loss.backward()
         total = float(loss.detach())
         for part in chunks:
-            nll = -log_probs(part, *projected()).sum()
+            nll = -log_probs(part).sum()
             nll.backward()
             total += float(nll.detach())
         return torch.tensor(total, dtype=torch.float64)
 
     opt.step(closure)
     with torch.no_grad():
-        by = projected()
-        lp = torch.cat([log_probs(part, *by) for part in chunks]).numpy()
+        lp = torch.cat([log_probs(part) for part in chunks]).numpy()
     return BehaviourFit(log_probs=lp, nll=float(-lp.mean()), evaluations=evaluations)
