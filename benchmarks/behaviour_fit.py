@@ -1,13 +1,14 @@
 """The cost of fitting the estimated behaviour policy (`ope/behaviour.py`, the `_est` baselines' weights).
 
-    .venv/bin/python benchmarks/behaviour_fit.py LOG [--iterations N] [--before COMMIT]
+    .venv/bin/python benchmarks/behaviour_fit.py LOG [--iterations N] [--before COMMIT] [--chunks 15 16 ...]
 
 Builds the fit's inputs from the log's candidate lists (each step's admissible actions, the logged action
 added) with random unit embeddings of the world model's feature width (the cost depends on the shapes,
 not on the texts), runs `--iterations` L-BFGS iterations on one thread, and adds an entry, keyed by the
 log, to `benchmarks/results/behaviour_fit.json`: the log's steps, candidate entries and vocabulary, the
 (step, action) scores one evaluation computes, and the seconds an evaluation took. `--before COMMIT` also
-times `fit_behaviour` as that commit wrote it (read with `git show`), on the same inputs.
+times `fit_behaviour` as that commit wrote it (read with `git show`), on the same inputs; `--chunks`
+times the fit at runs of 2^k scores for each k given (the default is `behaviour.CHUNK`).
 """
 
 from __future__ import annotations
@@ -68,9 +69,9 @@ def module_at(commit: str):
     return module
 
 
-def timed(fit, features, actions, iterations: int) -> dict:
+def timed(fit, features, actions, iterations: int, **kwargs) -> dict:
     start = time.perf_counter()
-    result = fit(features, actions, max_iterations=iterations)
+    result = fit(features, actions, max_iterations=iterations, **kwargs)
     seconds = time.perf_counter() - start
     return {
         "seconds": round(seconds, 2),
@@ -80,7 +81,7 @@ def timed(fit, features, actions, iterations: int) -> dict:
     }
 
 
-def main(log: Path, iterations: int, before: str | None, width: int) -> Path:
+def main(log: Path, iterations: int, before: str | None, width: int, chunks: list[int]) -> Path:
     torch.set_num_threads(1)
     features, actions = inputs(log, width)
     cands, _ = behaviour._candidates(features, actions)
@@ -98,6 +99,8 @@ def main(log: Path, iterations: int, before: str | None, width: int) -> Path:
         "runs": len(runs),
         "now": timed(behaviour.fit_behaviour, features, actions, iterations),
     }
+    for k in chunks:
+        entry[f"chunk_2^{k}"] = timed(behaviour.fit_behaviour, features, actions, iterations, chunk=1 << k)
     if before:
         entry[f"before_{before}"] = timed(module_at(before).fit_behaviour, features, actions, iterations)
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
@@ -113,5 +116,6 @@ if __name__ == "__main__":
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--before", help="a commit whose fit_behaviour to time on the same inputs")
     parser.add_argument("--width", type=int, default=128, help="the features' width (4 latents x 32: 128)")
+    parser.add_argument("--chunks", type=int, nargs="*", default=[], help="also time runs of 2^k scores")
     args = parser.parse_args()
-    main(args.log, args.iterations, args.before, args.width)
+    main(args.log, args.iterations, args.before, args.width, args.chunks)
