@@ -226,3 +226,36 @@ def test_expected_features_of_a_writing_agent_average_what_it_wrote_and_the_list
         e_bar = 0.75 * np.mean([unit(a) for a in row], 0) + 0.25 * np.mean([unit(a) for a in s.admissible], 0)
         np.testing.assert_allclose(got[k], f.rows(e_bar[None].repeat(2, 0))[k], atol=1e-12)
     np.testing.assert_allclose(f.expected_written(samples, eps=0.0)[1], f.logged(["z", "z"])[1], atol=1e-12)
+
+
+def test_a_killed_sampling_of_written_actions_resumes_where_it_stopped(tiny_lm_dir, tmp_path, monkeypatch):
+    """The samples of a writing agent are appended batch by batch: a run killed after two batches (and a
+    third cut short mid-line) resumes at the third, writes only what was missing and ends with the samples
+    of a run that was never killed."""
+    states = [AgentState("task", f"you are in room {i}", [], ["go west", "take apple"]) for i in range(6)]
+    pcfg = PolicyConfig(name="p", model=tiny_lm_dir, mode="generate", history_turns=0, max_new_tokens=6, batch_states=4)
+    whole = ScoreCache(tmp_path / "whole", "log")
+    (tmp_path / "whole").mkdir()
+    expected = whole.samples(pcfg, states, 2, seed=3)  # 12 rows: batches of 4, 4 and 4
+
+    act, calls = LLMPolicy.act, []
+
+    def dies_on_the_third(self, batch, rngs):
+        calls.append(len(batch))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return act(self, batch, rngs)
+
+    (tmp_path / "killed").mkdir()
+    monkeypatch.setattr(LLMPolicy, "act", dies_on_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        ScoreCache(tmp_path / "killed", "log").samples(pcfg, states, 2, seed=3)
+    (partial,) = (tmp_path / "killed").glob("samples_*.partial.jsonl")
+    assert len(partial.read_text().splitlines()) == 2
+    with open(partial, "a") as f:
+        f.write('["go we')  # a third batch's line cut short
+    calls.clear()
+    resumed = ScoreCache(tmp_path / "killed", "log").samples(pcfg, states, 2, seed=3)
+    assert calls == [4]  # only the last batch was written again
+    assert resumed == expected and len(resumed) == 6 and all(len(r) == 2 for r in resumed)
+    assert not partial.exists() and len(list((tmp_path / "killed").glob("samples_*.json"))) == 1

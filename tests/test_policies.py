@@ -311,6 +311,37 @@ def test_a_chunked_prefill_gives_each_row_its_own_logits_and_cache(tiny_lm_dir):
             torch.testing.assert_close(step.logits[i, -1], alone[-1], atol=1e-4, rtol=1e-4)
 
 
+def test_a_prompt_that_several_rows_hold_is_prefilled_once_and_each_row_gets_its_cache(tiny_lm_dir):
+    """k samples of one state repeat its prompt: each distinct prompt is prefilled once (rows counted at the
+    model's input), and every row holding it gets the logits and, through the cache, the next step of that
+    prompt alone."""
+    model, tok = load_causal_lm(tiny_lm_dir)
+    texts = ["you are in the kitchen", "dark", "a red box lies here and the door is open", "go west", "take it"]
+    for order in ([i for i in range(5) for _ in range(4)], [2, 2, 2, 2]):  # above and within a prefill chunk
+        prompts = [tok(texts[i])["input_ids"] for i in order]
+        seen = []
+        hook = model.register_forward_pre_hook(
+            lambda _, args, kw, seen=seen: seen.append(kw["input_ids"].size(0)), with_kwargs=True
+        )
+        with torch.no_grad():
+            out, mask = scoring._prompt_pass(model, prompts, tok.pad_token_id, room=1)
+        hook.remove()
+        assert sum(seen) == len(set(order))
+        name = scoring._cache_name(model)
+        with torch.no_grad():
+            step = model(
+                input_ids=torch.full((len(prompts), 1), 42),
+                attention_mask=torch.cat([mask, torch.ones(len(prompts), 1, dtype=torch.long)], 1),
+                position_ids=mask.sum(-1)[:, None],
+                use_cache=True,
+                **{name: getattr(out, name)},
+            )
+            for row, p in enumerate(prompts):
+                alone = model(torch.tensor([p + [42]])).logits[0]
+                torch.testing.assert_close(out.logits[row, -1], alone[-2], atol=1e-4, rtol=1e-4)
+                torch.testing.assert_close(step.logits[row, -1], alone[-1], atol=1e-4, rtol=1e-4)
+
+
 def test_decoding_into_a_cache_with_room_gives_the_logits_of_transformers_growing_cache(tiny_lm_dir):
     """A prefill with room for two tokens writes them in place; its next-token logits equal, step by step,
     those of transformers' own cache (which copies itself to grow), also past the room (it then grows) and

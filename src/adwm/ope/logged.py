@@ -129,7 +129,9 @@ class ScoreCache:
         return np.concatenate(self.ragged(f"written_{key}", compute))
 
     def samples(self, pcfg: PolicyConfig, states: Sequence[AgentState], k: int, seed: int) -> list[list[str]]:
-        """k actions the writing agent (at its temperature, no eps) writes in each state, reproducible per seed."""
+        """k actions the writing agent (at its temperature, no eps) writes in each state, reproducible per seed.
+        On disk, each batch's writes are appended to a `.partial.jsonl` file as it ends (hours on a long
+        ScienceWorld log), so a killed run resumes at the first batch it had not finished."""
         key = self.key(pcfg, temperature=pcfg.temperature, k=k, seed=seed, kind="samples")
         if key in self.memory:
             return self.memory[key]
@@ -137,18 +139,40 @@ class ScoreCache:
         if path is not None and path.is_file():
             out = json.loads(path.read_text())
         else:
+            partial = path.with_suffix(".partial.jsonl") if path is not None else None
+            flat = _finished_batches(partial)
             policy = LLMPolicy(dataclasses.replace(pcfg, eps=0.0, mode="generate"), f"policy '{pcfg.name}'")
             rows = [s for s in states for _ in range(k)]
-            rngs = [np.random.default_rng([seed, i, j]) for i in range(len(states)) for j in range(k)]
-            flat: list[str] = []
             step = pcfg.batch_states
-            for lo in range(0, len(rows), step):
-                flat += policy.act(rows[lo : lo + step], rngs[lo : lo + step])
+            for lo in range(len(flat), len(rows), step):
+                rngs = [np.random.default_rng([seed, r // k, r % k]) for r in range(lo, min(lo + step, len(rows)))]
+                written = policy.act(rows[lo : lo + step], rngs)
+                flat += written
+                if partial is not None:
+                    with open(partial, "a") as f:
+                        f.write(json.dumps(written) + "\n")
+                        f.flush()
             out = [flat[i * k : (i + 1) * k] for i in range(len(states))]
             if path is not None:
                 atomic_write_bytes(path, json.dumps(out).encode())
+                partial.unlink(missing_ok=True)
         self.memory[key] = out
         return out
+
+
+def _finished_batches(partial: Path | None) -> list[str]:
+    """The writes of the batches a killed run finished; a last line cut short is dropped from the file."""
+    if partial is None or not partial.is_file():
+        return []
+    flat: list[str] = []
+    lines = partial.read_text().splitlines(keepends=True)
+    for n, line in enumerate(lines):
+        try:
+            flat += json.loads(line)
+        except json.JSONDecodeError:
+            atomic_write_bytes(partial, "".join(lines[:n]).encode())
+            break
+    return flat
 
 
 def writes(pcfg: PolicyConfig) -> bool:

@@ -71,7 +71,7 @@ def _prompt_pass(model: torch.nn.Module, prompts, pad_id: int, room: int = 0):
         inputs = {"inputs_embeds": embeds.to(device)}
     else:
         ids, mask = _left_pad(prompts, pad_id)  # (B, Lp)
-        if len(prompts) > PREFILL_ROWS:
+        if len(prompts) > PREFILL_ROWS or len({tuple(p) for p in prompts}) < len(prompts):
             chunked = _chunked_prompt_pass(model, prompts, pad_id, mask, room)
             if chunked is not None:
                 return chunked, mask
@@ -102,24 +102,30 @@ def _chunked_prompt_pass(
 ):
     """`_prompt_pass` of token-id prompts in length-sorted chunks, whose caches are copied into one cache of
     the width of `mask` (B, W) plus `room`; None where the model's cache is not a plain per-layer key/value
-    cache (sliding windows, ...)."""
+    cache (sliding windows, ...). A prompt that several rows hold (k samples of one state, a revisited
+    state) is prefilled once and its cache copied into each of them."""
     name = _cache_name(model)
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    holders: dict[tuple[int, ...], list[int]] = {}
+    for i, p in enumerate(prompts):
+        holders.setdefault(tuple(p), []).append(i)
+    distinct = sorted(holders, key=len)
     width = mask.size(1)
     logits, layers = None, None
-    for lo in range(0, len(order), PREFILL_ROWS):
-        rows = order[lo : lo + PREFILL_ROWS]
-        out, _ = _prompt_pass(model, [prompts[i] for i in rows], pad_id)
+    for lo in range(0, len(distinct), PREFILL_ROWS):
+        chunk = distinct[lo : lo + PREFILL_ROWS]
+        out, _ = _prompt_pass(model, [list(p) for p in chunk], pad_id)
         cache = getattr(out, name)
         if not _plain_cache(cache):
             return None
         if layers is None:
             layers = [_RoomyLayer.empty_like(x.keys, x.values, width + room, len(prompts)) for x in cache.layers]
             logits = out.logits.new_empty((len(prompts), *out.logits.shape[1:]))
+        rows = [i for p in chunk for i in holders[p]]  # every row holding one of the chunk's prompts
+        source = torch.tensor([k for k, p in enumerate(chunk) for _ in holders[p]], device=logits.device)
         index = torch.tensor(rows, device=logits.device)
-        logits.index_copy_(0, index, out.logits)
+        logits.index_copy_(0, index, out.logits.index_select(0, source))
         for layer, x in zip(layers, cache.layers):
-            layer.write(index, x.keys, x.values, width)
+            layer.write(index, x.keys.index_select(0, source), x.values.index_select(0, source), width)
     return SimpleNamespace(logits=logits, **{name: _cache_of(layers)})
 
 
