@@ -90,7 +90,7 @@ def ground_truth(
             "returns": returns,
             "mean_length": float(np.mean([len(episodes[i].steps) for i in range(cfg.n_episodes)])),
             "success_rate": float(np.mean([bool(episodes[i].info.get("won")) for i in range(cfg.n_episodes)])),
-            "seconds": round(time.time() - start, 1),
+            "seconds": round(time.time() - start, 3),
             "settings": settings,
         }
         update_json(out, lambda stored, name=pcfg.name: stored.__setitem__(name, results[name]))

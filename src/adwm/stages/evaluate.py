@@ -71,7 +71,7 @@ def estimate_policy(
         "J_hat_sim": float(returns.mean()),  # simulated; evaluate() adds the calibration's J_hat
         "ci_sim": [lo, hi],
         "n": len(returns),
-        "seconds": round(time.time() - start, 1),
+        "seconds": round(time.time() - start, 3),
     }
 
 

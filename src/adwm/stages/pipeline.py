@@ -135,7 +135,7 @@ def stage_seconds(
     out["project_and_evaluate"] = sum(e.get("seconds", 0.0) for e in simulated)
     if cfg.ope.estimators:
         out["baselines"] = sum(baselines["estimates"][n].get("seconds", 0.0) for n in family)
-    return {k: None if v is None else round(float(v), 1) for k, v in out.items()}
+    return {k: None if v is None else round(float(v), 2) for k, v in out.items()}
 
 
 def quickstart(cfg: DictConfig, overrides: list[str] | None = None) -> Path:

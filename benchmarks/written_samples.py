@@ -1,0 +1,94 @@
+"""The cost of the writes the baselines sample from a writing agent (`ScoreCache.samples`: k actions a
+logged state, for DM's and FQE's expectations under the evaluated policy).
+
+    .venv/bin/python benchmarks/written_samples.py LOG AGENT [--states N] [--k K] [--before COMMIT]
+
+Reads the first `--states` logged states of LOG, and has the agent (a trained checkpoint folder, e.g.
+`<agent.dir>/iter3`) write `--k` actions in each, in batches of `policy.batch_states` rows as the
+baselines do, on one thread. Adds an entry, keyed by the log and agent, to
+`benchmarks/results/written_samples.json`: the seconds, the rows and distinct prompts, and whether the
+writes are those of `--before COMMIT`'s prefill (its `_chunked_prompt_pass`, read with `git show`, which
+prefills every row's prompt), timed on the same rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from adwm.data.schema import read_episodes
+from adwm.ope.logged import logged_states
+from adwm.policies import scoring
+from adwm.policies.config import PolicyConfig
+from adwm.policies.llm import LLMPolicy
+from adwm.runtime.atomic import atomic_write_json
+
+OUT = Path(__file__).resolve().parent / "results" / "written_samples.json"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def scoring_at(commit: str):
+    """`adwm.policies.scoring` as `commit` wrote it."""
+    text = subprocess.run(
+        ["git", "show", f"{commit}:src/adwm/policies/scoring.py"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "scoring_before.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location("scoring_before", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed(policy: LLMPolicy, rows: list, k: int, seed: int = 0) -> tuple[dict, list[str]]:
+    step, written = policy.cfg.batch_states, []
+    start = time.perf_counter()
+    for lo in range(0, len(rows), step):
+        rngs = [np.random.default_rng([seed, r // k, r % k]) for r in range(lo, min(lo + step, len(rows)))]
+        written += policy.act(rows[lo : lo + step], rngs)
+    return {"seconds": round(time.perf_counter() - start, 2)}, written
+
+
+def main(log: Path, agent: str, n: int, k: int, before: str | None) -> Path:
+    torch.set_num_threads(1)
+    states = logged_states(read_episodes(log, privileged=True))[:n]
+    rows = [s for s in states for _ in range(k)]
+    pcfg = PolicyConfig(name="agent", model=agent, mode="generate", max_new_tokens=24, history_turns=0)
+    policy = LLMPolicy(pcfg, "benchmarks/written_samples.py")
+    distinct = len({tuple(policy.prompt_ids(s)) for s in states})
+    entry = {"states": len(states), "k": k, "rows": len(rows), "distinct_prompts": distinct}
+    entry["now"], now = timed(policy, rows, k)
+    if before:
+        current = scoring._chunked_prompt_pass
+        scoring._chunked_prompt_pass = scoring_at(before)._chunked_prompt_pass
+        try:
+            entry[f"before_{before}"], then = timed(policy, rows, k)
+        finally:
+            scoring._chunked_prompt_pass = current
+        entry["same_writes"] = float(np.mean([a == b for a, b in zip(now, then)]))
+    results = json.loads(OUT.read_text()) if OUT.exists() else {}
+    results[f"{log} {agent}"] = entry
+    atomic_write_json(OUT, results)
+    print(json.dumps(entry, indent=1))
+    return OUT
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("log", type=Path)
+    parser.add_argument("agent")
+    parser.add_argument("--states", type=int, default=128)
+    parser.add_argument("--k", type=int, default=4, help="writes a state (ope.written_samples)")
+    parser.add_argument("--before", help="a commit whose chunked prefill to time on the same rows")
+    args = parser.parse_args()
+    main(args.log, args.agent, args.states, args.k, args.before)
