@@ -14,11 +14,7 @@ times the fit at runs of 2^k scores for each k given (the default is `behaviour.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,9 +24,9 @@ import torch
 
 from adwm.ope import behaviour
 from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.provenance import module_at
 
 OUT = Path(__file__).resolve().parent / "results" / "behaviour_fit.json"
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def inputs(log: Path, width: int, seed: int = 0) -> tuple[SimpleNamespace, list[str]]:
@@ -53,20 +49,6 @@ def inputs(log: Path, width: int, seed: int = 0) -> tuple[SimpleNamespace, list[
     return SimpleNamespace(
         states=states, index=texts, emb=unit(len(texts)), e_obs=unit(len(states)), e_task=unit(len(states))
     ), actions
-
-
-def module_at(commit: str):
-    """`adwm.ope.behaviour` as `commit` wrote it."""
-    text = subprocess.run(
-        ["git", "show", f"{commit}:src/adwm/ope/behaviour.py"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / "behaviour_before.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location("behaviour_before", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def timed(fit, features, actions, iterations: int, **kwargs) -> dict:
@@ -102,7 +84,9 @@ def main(log: Path, iterations: int, before: str | None, width: int, chunks: lis
     for k in chunks:
         entry[f"chunk_2^{k}"] = timed(behaviour.fit_behaviour, features, actions, iterations, chunk=1 << k)
     if before:
-        entry[f"before_{before}"] = timed(module_at(before).fit_behaviour, features, actions, iterations)
+        entry[f"before_{before}"] = timed(
+            module_at(before, "src/adwm/ope/behaviour.py").fit_behaviour, features, actions, iterations
+        )
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
     results[str(log)] = entry
     atomic_write_json(OUT, results)

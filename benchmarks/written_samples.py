@@ -14,11 +14,7 @@ prefills every row's prompt), timed on the same rows.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,23 +27,9 @@ from adwm.policies import scoring
 from adwm.policies.config import PolicyConfig
 from adwm.policies.llm import LLMPolicy
 from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.provenance import module_at
 
 OUT = Path(__file__).resolve().parent / "results" / "written_samples.json"
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def scoring_at(commit: str):
-    """`adwm.policies.scoring` as `commit` wrote it."""
-    text = subprocess.run(
-        ["git", "show", f"{commit}:src/adwm/policies/scoring.py"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / "scoring_before.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location("scoring_before", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def timed(policy: LLMPolicy, rows: list, k: int, seed: int = 0) -> tuple[dict, list[str]]:
@@ -70,7 +52,7 @@ def main(log: Path, agent: str, n: int, k: int, before: str | None) -> Path:
     entry["now"], now = timed(policy, rows, k)
     if before:
         current = scoring._chunked_prompt_pass
-        scoring._chunked_prompt_pass = scoring_at(before)._chunked_prompt_pass
+        scoring._chunked_prompt_pass = module_at(before, "src/adwm/policies/scoring.py")._chunked_prompt_pass
         try:
             entry[f"before_{before}"], then = timed(policy, rows, k)
         finally:

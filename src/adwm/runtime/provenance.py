@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 import subprocess
+import sys
+import tempfile
 from functools import lru_cache
 from pathlib import Path
+from types import ModuleType
 
 from omegaconf import OmegaConf
 
@@ -68,6 +72,24 @@ def changed_between(a: str, b: str, root: str | Path | None = None) -> list[str]
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.split() if out.returncode == 0 else None
+
+
+def module_at(commit: str, path: str, root: str | Path | None = None) -> ModuleType:
+    """The source file `path` of the checkout at `root` (the package's own by default) as `commit` wrote it,
+    loaded as a module of its own (`<stem>_at_<commit>`): for benchmarks that time code against an older
+    version of itself."""
+    root = Path(root) if root is not None else source_root()
+    shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=root, capture_output=True, text=True)
+    if shown.returncode != 0:
+        raise ValueError(f"{commit}:{path}: git show failed: {shown.stderr.strip()}")
+    name = f"{Path(path).stem}_at_{commit}"
+    file = Path(tempfile.mkdtemp()) / f"{name}.py"
+    file.write_text(shown.stdout)
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def command_line(command: str, overrides: list[str]) -> str:
