@@ -130,8 +130,8 @@ class ScoreCache:
 
     def samples(self, pcfg: PolicyConfig, states: Sequence[AgentState], k: int, seed: int) -> list[list[str]]:
         """k actions the writing agent (at its temperature, no eps) writes in each state, reproducible per seed.
-        On disk, each batch's writes are appended to a `.partial.jsonl` file as it ends (hours on a long
-        ScienceWorld log), so a killed run resumes at the first batch it had not finished."""
+        On disk, each batch's writes are appended to a `.partial.jsonl` file as it ends (a long ScienceWorld
+        log takes minutes a checkpoint), so a killed run resumes at the first batch it had not finished."""
         key = self.key(pcfg, temperature=pcfg.temperature, k=k, seed=seed, kind="samples")
         if key in self.memory:
             return self.memory[key]
