@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from adwm.ope import behaviour
-from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.atomic import update_json
 from adwm.runtime.provenance import module_at
 
 OUT = Path(__file__).resolve().parent / "results" / "behaviour_fit.json"
@@ -87,9 +87,7 @@ def main(log: Path, iterations: int, before: str | None, width: int, chunks: lis
         entry[f"before_{before}"] = timed(
             module_at(before, "src/adwm/ope/behaviour.py").fit_behaviour, features, actions, iterations
         )
-    results = json.loads(OUT.read_text()) if OUT.exists() else {}
-    results[str(log)] = entry
-    atomic_write_json(OUT, results)
+    update_json(OUT, lambda results: results.__setitem__(str(log), entry))
     print(json.dumps(entry, indent=1))
     return OUT
 

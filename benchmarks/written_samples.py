@@ -26,7 +26,7 @@ from adwm.ope.logged import logged_states
 from adwm.policies import scoring
 from adwm.policies.config import PolicyConfig
 from adwm.policies.llm import LLMPolicy
-from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.atomic import update_json
 from adwm.runtime.provenance import module_at
 
 OUT = Path(__file__).resolve().parent / "results" / "written_samples.json"
@@ -58,9 +58,7 @@ def main(log: Path, agent: str, n: int, k: int, before: str | None) -> Path:
         finally:
             scoring._chunked_prompt_pass = current
         entry["same_writes"] = float(np.mean([a == b for a, b in zip(now, then)]))
-    results = json.loads(OUT.read_text()) if OUT.exists() else {}
-    results[f"{log} {agent}"] = entry
-    atomic_write_json(OUT, results)
+    update_json(OUT, lambda results: results.__setitem__(f"{log} {agent}", entry))
     print(json.dumps(entry, indent=1))
     return OUT
 
