@@ -4,8 +4,8 @@ logged state, for DM's and FQE's expectations under the evaluated policy).
     .venv/bin/python benchmarks/written_samples.py LOG AGENT [--states N] [--k K] [--before COMMIT]
 
 Reads the first `--states` logged states of LOG, and has the agent (a trained checkpoint folder, e.g.
-`<agent.dir>/iter3`) write `--k` actions in each, in batches of `policy.batch_states` rows as the
-baselines do, on one thread. Adds an entry, keyed by the log and agent, to
+`<agent.dir>/iter3`) write `--k` actions in each, through `ScoreCache.samples`, as the baselines do
+(batches of `policy.batch_states` rows), on one thread. Adds an entry, keyed by the log and agent, to
 `benchmarks/results/written_samples.json`: the seconds, the rows and distinct prompts, and whether the
 writes are those of `--before COMMIT`'s prefill (its `_chunked_prompt_pass`, read with `git show`, which
 prefills every row's prompt), timed on the same rows.
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from adwm.data.schema import read_episodes
-from adwm.ope.logged import logged_states
+from adwm.ope.logged import ScoreCache, logged_states
 from adwm.policies import scoring
 from adwm.policies.config import PolicyConfig
 from adwm.policies.llm import LLMPolicy
@@ -32,29 +32,26 @@ from adwm.runtime.provenance import module_at
 OUT = Path(__file__).resolve().parent / "results" / "written_samples.json"
 
 
-def timed(policy: LLMPolicy, rows: list, k: int, seed: int = 0) -> tuple[dict, list[str]]:
-    step, written = policy.cfg.batch_states, []
+def timed(pcfg: PolicyConfig, states: list, k: int, seed: int = 0) -> tuple[dict, list[str]]:
+    """`ScoreCache.samples` as the baselines call it (the agent's load included), with nothing on disk."""
     start = time.perf_counter()
-    for lo in range(0, len(rows), step):
-        rngs = [np.random.default_rng([seed, r // k, r % k]) for r in range(lo, min(lo + step, len(rows)))]
-        written += policy.act(rows[lo : lo + step], rngs)
-    return {"seconds": round(time.perf_counter() - start, 2)}, written
+    written = ScoreCache(None, "benchmark").samples(pcfg, states, k, seed)
+    return {"seconds": round(time.perf_counter() - start, 2)}, [a for row in written for a in row]
 
 
 def main(log: Path, agent: str, n: int, k: int, before: str | None) -> Path:
     torch.set_num_threads(1)
     states = logged_states(read_episodes(log, privileged=True))[:n]
-    rows = [s for s in states for _ in range(k)]
     pcfg = PolicyConfig(name="agent", model=agent, mode="generate", max_new_tokens=24, history_turns=0)
     policy = LLMPolicy(pcfg, "benchmarks/written_samples.py")
     distinct = len({tuple(policy.prompt_ids(s)) for s in states})
-    entry = {"states": len(states), "k": k, "rows": len(rows), "distinct_prompts": distinct}
-    entry["now"], now = timed(policy, rows, k)
+    entry = {"states": len(states), "k": k, "rows": len(states) * k, "distinct_prompts": distinct}
+    entry["now"], now = timed(pcfg, states, k)
     if before:
         current = scoring._chunked_prompt_pass
         scoring._chunked_prompt_pass = module_at(before, "src/adwm/policies/scoring.py")._chunked_prompt_pass
         try:
-            entry[f"before_{before}"], then = timed(policy, rows, k)
+            entry[f"before_{before}"], then = timed(pcfg, states, k)
         finally:
             scoring._chunked_prompt_pass = current
         entry["same_writes"] = float(np.mean([a == b for a, b in zip(now, then)]))
