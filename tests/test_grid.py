@@ -364,6 +364,10 @@ def test_committed_regimes_benchmark_has_a_heuristic_family_cell_and_a_long_hori
         assert cells[f"{name}_heuristic"].collect.n_episodes == cells[name].collect.n_episodes
     for name in ("builtin_heuristic", "builtin_long"):  # the budget the curve justifies, stated in the cell
         assert (cells[name].fit.max_steps, cells[name].fit.encoder_steps) == (2800, 700)
+    tw_fit = load_config(["experiment=textworld_cooking"], "quickstart").fit  # its own curve's best point
+    assert (tw_fit.max_steps, tw_fit.encoder_steps) == (2800, 700)
+    # textworld_long keeps the budget its table was made at
+    assert (cells["textworld_long"].fit.max_steps, cells["textworld_long"].fit.encoder_steps) == (1400, 350)
     default = load_config([], "quickstart")
     assert cells["builtin_long"].env.max_steps == 2 * default.env.max_steps
     assert cells["builtin_long"].env.builtin.min_gold_steps >= default.env.builtin.max_gold_steps  # the longest before

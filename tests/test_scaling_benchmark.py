@@ -65,3 +65,31 @@ def test_a_grid_with_no_finished_run_is_named(tmp_path):
     (tmp_path / "empty" / "runs").mkdir(parents=True)
     with pytest.raises(SystemExit, match="no finished run under .*empty/runs"):
         scaling.main([tmp_path / "empty"], tmp_path / "a.md", tmp_path / "a.png", tmp_path / "a.json")
+
+
+def test_keep_tables_the_recorded_points_of_the_grids_it_is_not_given(tmp_path):
+    scaling = _scaling_module()
+    out = tmp_path / "docs"
+    paths = (out / "scaling.md", out / "scaling.png", out / "scaling.json")
+    with pytest.raises(SystemExit, match="--keep: .*scaling.json does not exist"):
+        scaling.main([tmp_path / "none"], *paths, keep=True)
+    builtin, tw = tmp_path / "scaling", tmp_path / "scaling_textworld"
+    _run(builtin, "s100-seed3", 3, 100, 0, 0.2, 0.2)
+    _run(builtin, "s400-seed3", 3, 400, 0, 0.6, 0.6)
+    scaling.main([builtin], *paths)
+    before = json.loads(paths[2].read_text())["grids"]["scaling"]
+    for run in (builtin / "runs").iterdir():  # the first grid's runs are gone (another machine)
+        (run / "grid_run.json").unlink()
+    _run(tw, "s700-seed3", 3, 700, 0, 0.9, 0.5)
+    md = scaling.main([tw], *paths, keep=True).read_text()
+    recorded = json.loads(paths[2].read_text())
+    assert list(recorded["grids"]) == ["scaling", "scaling_textworld"]
+    assert recorded["grids"]["scaling"] == before
+    assert [r["max_steps"] for r in recorded["grids"]["scaling_textworld"]] == [700]
+    assert "`python benchmarks/scaling.py --keep " in md
+    kept, fresh = md.split("## scaling_textworld")
+    assert "as recorded in" in kept and "| 400 | 40 | 3 | 40 | 0.60 | 0.400 |" in kept
+    assert "as recorded in" not in fresh and "| 700 | 40 | 3 | 70 | 0.90 | 0.100 |" in fresh
+    # without --keep only the grids named are tabled
+    md = scaling.main([tw], *paths).read_text()
+    assert "## scaling\n" not in md and list(json.loads(paths[2].read_text())["grids"]) == ["scaling_textworld"]
