@@ -17,7 +17,7 @@ name keep the points recorded there (their runs may live on another machine), an
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -173,17 +173,18 @@ def main(folders: list[Path], out_md: Path, out_png: Path, out_json: Path, keep:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    keep = "--keep" in args
-    folders = [Path(a) for a in args if a != "--keep"]
-    if not folders:
-        raise SystemExit("usage: python benchmarks/scaling.py [--keep] GRID_FOLDER [GRID_FOLDER ...]")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "grids", nargs="+", type=Path, metavar="GRID_FOLDER", help="a grid's folder, e.g. runs/grid/scaling"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the recorded points of the grids not named")
+    args = parser.parse_args()
     print(
         main(
-            folders,
+            args.grids,
             Path("docs/results/scaling.md"),
             Path("docs/results/scaling.png"),
             Path("benchmarks/results/scaling.json"),
-            keep=keep,
+            keep=args.keep,
         )
     )
