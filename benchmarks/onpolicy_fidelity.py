@@ -17,7 +17,12 @@ start's seed, and writes beside the true value J and J_hat_sim:
 * `kept_logged` / `kept_novel` (over `steps_logged` / `steps_novel` steps): of the simulated steps taken
   in step with the real world (the same state key before the step), the share still in step after it,
   where the logged episode of the rollout's world took that action in a state of that key, and where it
-  did not (a move whose outcome the log never showed in that world).
+  did not (a move whose outcome the log never showed in that world);
+* `gap_*`: J_hat_sim - real_return split by where the difference arises (summed over rollouts, divided by
+  their number, so the four add up to it): steps in step with the real world before them, on an action the
+  rollout had not taken before (`in_step_first`) or had (`in_step_again`: the log never pays a milestone
+  twice), steps out of step (`off_step`), and what the simulation paid after the real episode ended
+  (`after_real_end`).
 
 Writes `benchmarks/results/onpolicy_fidelity.json`, one entry per run.root and rule (and label: a variant's
 overrides, e.g. `--label transition evaluate.simulate.snap_by_transition=true`).
@@ -42,6 +47,9 @@ from adwm.stages import evaluate as ev
 
 OUT = Path(__file__).parent / "results" / "onpolicy_fidelity.json"
 KS = (1, 5, 10)
+# where J_hat_sim - real_return arises: steps in step with the real world before them (an action the rollout
+# took before or not), steps out of step, and simulated steps after the real episode ended
+GAP_KINDS = ("in_step_first", "in_step_again", "off_step", "after_real_end")
 
 
 def _recorded(log: list):
@@ -50,7 +58,8 @@ def _recorded(log: list):
 
     def transition(wm, z_raw, c, a, ids, worlds, state, gen, cfg, reward_range):
         z_next, reward, done, index = plain(wm, z_raw, c, a, ids, worlds, state, gen, cfg, reward_range)
-        log.append((ids.clone(), wm.proposal_bank.nearest(z_next) if index is None else index, done.clone()))
+        nearest = wm.proposal_bank.nearest(z_next) if index is None else index
+        log.append((ids.clone(), nearest, done.clone(), reward.clone()))
         return z_next, reward, done, index
 
     return transition
@@ -99,27 +108,37 @@ def measure(cfg, rule: str) -> dict:
         picked = np.random.default_rng(cfg.seed).integers(0, len(starts), size=ecfg.simulate.n_rollouts)
         real, refused, acc = [], [], {k: [] for k in KS}
         kept = {"logged": [], "novel": []}
+        gap = dict.fromkeys(GAP_KINDS, 0.0)
         for b, i in enumerate(picked):
             episode = episode_of[(starts[i].task, starts[i].observation)]
             moves = _logged_moves(episode, key)
             env.reset(episode.seed)
             total, discount = 0.0, 1.0
             real_key = sim_key = key(starts[i].observation)
-            for t, (ids, nearest, done) in enumerate(log):
+            real_done, taken = False, set()
+            for t, (ids, nearest, done, reward) in enumerate(log):
                 action = wm.actions[int(ids[b])]
-                step = env.step(action)
-                kind = "logged" if (real_key, action) in moves else "novel"
-                in_step = real_key == sim_key  # so far: does the simulated step keep it?
-                real_key, sim_key = key(step.observation), key(wm.proposal_bank.texts[int(nearest[b])])
-                if in_step:
-                    kept[kind].append(real_key == sim_key)
-                total += discount * step.reward
+                paid = discount * float(reward[b])
+                if real_done:  # the simulated episode goes on where the real one ended
+                    gap["after_real_end"] += paid
+                else:
+                    step = env.step(action)
+                    kind = "logged" if (real_key, action) in moves else "novel"
+                    in_step = real_key == sim_key  # so far: does the simulated step keep it?
+                    real_key, sim_key = key(step.observation), key(wm.proposal_bank.texts[int(nearest[b])])
+                    if in_step:
+                        kept[kind].append(real_key == sim_key)
+                    where = "off_step" if not in_step else "in_step_again" if action in taken else "in_step_first"
+                    gap[where] += paid - discount * step.reward
+                    total += discount * step.reward
+                    if "admissible_action" in step.info:
+                        refused.append(not step.info["admissible_action"])
+                    if t + 1 in acc:
+                        acc[t + 1].append(real_key == sim_key)
+                    real_done = step.done
+                taken.add(action)
                 discount *= cfg.env.gamma
-                if "admissible_action" in step.info:
-                    refused.append(not step.info["admissible_action"])
-                if t + 1 in acc:
-                    acc[t + 1].append(real_key == sim_key)
-                if bool(done[b]) or step.done:
+                if bool(done[b]):
                     break
             real.append(total)
         out[pcfg.name] = {
@@ -130,6 +149,7 @@ def measure(cfg, rule: str) -> dict:
             **{f"state_acc@{k}": float(np.mean(v)) for k, v in acc.items() if v},
             **{f"kept_{kind}": float(np.mean(v)) if v else float("nan") for kind, v in kept.items()},
             **{f"steps_{kind}": len(v) for kind, v in kept.items()},
+            **{f"gap_{where}": v / len(picked) for where, v in gap.items()},
         }
     names = list(out)
     metrics = family_metrics([out[n]["J"] for n in names], [out[n]["J_hat_sim"] for n in names])

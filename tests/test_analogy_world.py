@@ -238,3 +238,116 @@ def test_a_text_that_followed_a_paid_and_an_unpaid_step_pays_their_mean_and_ends
     [merged] = world.proposals(world.start(LoggedStart("Find the key.", start, None, 9)), "look")
     assert merged.state.observation == f"You look around. {start}" and merged.weight == 3.0
     assert merged.reward == (0.0 + 0.5 + 0.5) / 3 and merged.done == 1 / 3
+
+
+def test_another_worlds_successor_of_the_same_text_is_not_taken():
+    yard = "You are in the yard. The floor is empty. You carry nothing."
+    log = [
+        _episode(
+            10,
+            "Find the key.",
+            [yard, "You go to the hall. You are in the hall. On the floor you see a key. You carry nothing."],
+            ["go to the hall"],
+            [0.0],
+        ),
+        _episode(
+            11,
+            "Find the key.",
+            [
+                "You are in the cellar. The floor is empty. You carry nothing.",
+                "You go to the hall. You are in the hall. The floor is empty. You carry nothing.",
+            ],
+            ["go to the hall"],
+            [0.0],
+        ),
+    ]
+    world, rng = AnalogyWorld(log), np.random.default_rng(0)
+    # world 11 shares world 10's yard text; its own hall is the one world 11 showed, not world 10's
+    hall, _, _ = world.step(world.start(LoggedStart("Find the key.", yard, None, 11)), "go to the hall", rng)
+    assert hall.observation == "You go to the hall. You are in the hall. The floor is empty. You carry nothing."
+    hall, _, _ = world.step(world.start(LoggedStart("Find the key.", yard, None, 10)), "go to the hall", rng)
+    assert "you see a key" in hall.observation
+
+
+FLOOR_TAKES = [
+    _episode(  # taken from a floor with nothing else on it
+        20,
+        "Take the coin.",
+        [
+            "You are in the den. On the floor you see a coin. You carry nothing.",
+            "You take the coin. You are in the den. The floor is empty. You carry a coin.",
+        ],
+        ["take the coin"],
+        [0.5],
+    ),
+    _episode(  # taken from a box
+        21,
+        "Take the cup.",
+        [
+            "You are in the loft. The floor is empty. The box is open and holds a cup. You carry nothing.",
+            "You take the cup. You are in the loft. The floor is empty. The box is open and is empty. You carry a cup.",
+        ],
+        ["take the cup"],
+        [0.5],
+    ),
+    _episode(  # a door opened where nothing lies beyond it
+        22,
+        "Take the cup.",
+        [
+            "You are in the loft. The floor is empty. The door to the hall is closed. You carry nothing.",
+            "You open the door to the hall. You are in the loft. The floor is empty. The door to the hall is open. "
+            "You carry nothing.",
+        ],
+        ["open the door to the hall"],
+        [0.0],
+    ),
+]
+
+
+def test_an_item_is_taken_from_a_list_of_several_by_the_edit_of_its_kind_of_list():
+    world = AnalogyWorld(FLOOR_TAKES)
+    start = "You are in the attic. On the floor you see an apple and a pear. The box is open and holds a fig. You carry nothing."
+    for k in range(5):  # the floor's edit every time: the box's does not fit a floor
+        nxt, reward, _ = world.step(
+            world.start(LoggedStart("Take the apple.", start, None, 99)), "take the apple", np.random.default_rng(k)
+        )
+        assert nxt.observation == (
+            "You take the apple. You are in the attic. On the floor you see a pear. The box is open and holds a fig. "
+            "You carry an apple."
+        )
+        assert reward == 0.5
+
+
+def test_a_sentence_with_a_clause_after_the_one_an_edit_changed_keeps_it():
+    world, rng = AnalogyWorld(FLOOR_TAKES), np.random.default_rng(0)
+    start = "You are in the attic. The floor is empty. The door to the hall is closed, leading on to the yard. You carry nothing."
+    nxt, _, _ = world.step(world.start(LoggedStart("Take the cup.", start, None, 99)), "open the door to the hall", rng)
+    assert nxt.observation == (
+        "You open the door to the hall. You are in the attic. The floor is empty. The door to the hall is open, "
+        "leading on to the yard. You carry nothing."
+    )
+
+
+def test_what_an_action_reveals_in_a_world_the_log_never_showed_is_what_the_task_places_there():
+    notes = "Find the hammer. Notes: the hammer is in the crate in the shed."
+    lists = [["open the crate", "look"], ["close the crate", "take the hammer", "look"]]
+    log = [_episode(40, notes, [SHED, OPENED, OPENED], ["open the crate", "look"], [0.0, 0.0], lists)]
+    world, rng = AnalogyWorld(log), np.random.default_rng(0)
+    pit = "You are in the pit. The floor is empty. The crate is closed. You carry nothing."
+    task = "Find the chisel. Notes: the chisel is in the crate in the pit."
+    nxt, _, _ = world.step(world.start(LoggedStart(task, pit, ["open the crate", "look"], 98)), "open the crate", rng)
+    assert nxt.observation == (
+        "You open the crate. You are in the pit. The floor is empty. The crate is open and holds a chisel. "
+        "You carry nothing."
+    )  # not world 40's hammer
+    assert "take the chisel" in nxt.admissible and "take the hammer" not in nxt.admissible
+
+
+def test_asking_for_the_inventory_keeps_the_inventory_in_the_scene():
+    log = [
+        _episode(30, "Find the key.", [HERE, f"You carry nothing. {HERE}"], ["inventory"], [0.0]),
+    ]
+    world, rng = AnalogyWorld(log), np.random.default_rng(0)
+    den = "You are in the den. The floor is empty. You carry a lamp."
+    nxt, _, _ = world.step(world.start(LoggedStart("Find the key.", den, None, 31)), "inventory", rng)
+    assert nxt.observation == f"You carry a lamp. {den}"

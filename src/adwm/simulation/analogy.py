@@ -17,15 +17,21 @@ silver coin.", whichever world it is. So each logged transition (s, a, s') is ke
 
 At a state x and action a:
 
-1. where the log took a at exactly x, its successor (as `nearest`);
+1. where the rollout's own logged world took a at exactly x, its successor (another world's successor of
+   the same text is not taken: worlds share texts, an empty room with the same doors, whose moves lead to
+   different rooms);
 2. else the edits of a's key, their slots filled with a's arguments: one of those whose dropped sentences
-   x holds most of is applied (drawn in proportion to how often the log made it). x loses its previous
-   feedback (what precedes its scene sentence, the kind of sentence a logged episode opens with); the new
-   feedback leads, and the k-th dropped sentence becomes the k-th added one in place. Where x lacks a
-   dropped sentence, a sentence of x that lists items under the same words ("You carry a coin and an
-   apple.") takes the same change of its items. What the edit revealed (a list of items the action did
-   not name: an opened container's contents) is shown as the rollout's own logged world first showed it,
-   where its log did. Where the edit changed the whole scene (a move), the new scene is the one the
+   x holds most of (or sentences they fit, below) is applied (drawn in proportion to how often the log
+   made it). x loses its previous feedback (what precedes its scene sentence, the kind of sentence a
+   logged episode opens with); the new feedback leads (a feedback sentence that repeated one of the
+   edit's next state, the answer to `inventory`, repeats ours), and the k-th dropped sentence becomes the
+   k-th added one in place. Where x lacks a dropped sentence, a sentence of x with the same main clause
+   and more after it ("The door to the hall is closed, leading on to the attic.") takes the change of its
+   main clause, and a sentence that lists items under the same words ("On the floor you see a coin and an
+   apple.") the same change of its items. What the edit revealed (a list of items the action did not
+   name: an opened container's contents) is shown as the rollout's own logged world first showed it,
+   where its log did, else as the task places items there ("the coin is in the chest"), else as the
+   edit's world showed it. Where the edit changed the whole scene (a move), the new scene is the one the
    rollout left there, else the one its own logged world first showed, else the edit's own, with x's
    sentences of the kinds a change of scene keeps (the inventory). The admissible list is edited the same
    way (the edit's world's items swapped for ours, actions on what the new state does not show left out;
@@ -132,6 +138,41 @@ def _same_list(sentence: str, dropped: str, added: str | None) -> bool:
     )
 
 
+def _clauses(sentence: str) -> tuple[str, str]:
+    """(its main clause, the rest from its first comma): "The door to the hall is closed, leading on to the
+    attic." -> ("The door to the hall is closed", ", leading on to the attic.")."""
+    body = sentence.rstrip(".")
+    i = body.find(", ")
+    return (body, ".") if i < 0 else (body[:i], body[i:] + ".")
+
+
+def _same_clause(sentence: str, dropped: str) -> bool:
+    """Whether `sentence` is `dropped` with another clause after its main one (neither lists items): the
+    change of its main clause carries over, whatever follows."""
+    if _list(sentence)[1] or _list(dropped)[1]:
+        return False
+    return _clauses(sentence)[0] == _clauses(dropped)[0]
+
+
+def _reclause(sentence: str, added: str) -> str:
+    """`sentence` with its main clause that of `added`, the rest kept."""
+    return _clauses(added)[0] + _clauses(sentence)[1]
+
+
+def _fits(sentence: str, dropped: str, args: Sequence[str]) -> bool:
+    """Whether an edit that dropped `dropped` (its slots filled) applies to `sentence`: the same sentence, the
+    same main clause, or the same list holding every item the action names that `dropped` held, where the
+    edit can write what is left (other items, or none where the edit's own list emptied)."""
+    if sentence == dropped or _same_clause(sentence, dropped):
+        return True
+    words, items = _list(sentence)
+    d_words, d_items = _list(dropped)
+    named = [i for i in d_items if re.sub(r"^(?:a|an) ", "", i) in args]
+    if not (items and words == d_words and named and all(i in items for i in named)):
+        return False
+    return any(i not in named for i in items) or all(i in named for i in d_items)
+
+
 def _relist(sentence: str, dropped: str, added: str | None) -> str:
     """`sentence` with the items the edit took away (in `dropped`, not in `added`) removed and those it
     brought added; an empty list becomes the edit's empty form."""
@@ -160,6 +201,7 @@ class _Edit:
     dropped: tuple[str, ...]  # templates, in the order of s
     added: tuple[str, ...]  # templates, in the order of s' (after the feedback)
     feedback: tuple[str, ...]
+    echoes: tuple[bool, ...]  # per feedback sentence: it repeats a sentence of s' ("You carry a coin.")
     scene: bool  # the whole scene changed
     scene_body: tuple[str, ...]  # templates of s' after its feedback (for a scene change)
     adm_dropped: tuple[str, ...]
@@ -205,6 +247,8 @@ class AnalogyWorld:
         self.nearest = nearest if nearest is not None else LoggedWorld(episodes, moves=True)
         counts: dict[tuple, dict[_Edit, int]] = defaultdict(lambda: defaultdict(int))
         self.own: dict[int, list[tuple[str, list[str] | None]]] = {}  # seed -> its logged (observation, list)
+        # (seed, observation, action) -> the successors that world logged: (next state, reward, end)
+        self.own_moves: dict[tuple[int, str, str], list[tuple[str, list[str] | None, float, bool]]] = defaultdict(list)
         self.own_lists: dict[tuple, list[str]] = {}  # (seed, sentences past the feedback) -> its logged list
         survived: dict[str, int] = defaultdict(int)
         seen: dict[str, int] = defaultdict(int)
@@ -222,6 +266,9 @@ class AnalogyWorld:
                 if adm is not None:
                     self.own_lists.setdefault((ep.seed, tuple(self._body(sentences(o)))), adm)
             for t, step in enumerate(ep.steps):
+                self.own_moves[(ep.seed, obs[t], step.action)].append(
+                    (obs[t + 1], lists[t + 1], step.reward, step.done)
+                )
                 before, after = sentences(obs[t]), sentences(obs[t + 1])
                 for s in before:
                     seen[s] += 1
@@ -236,6 +283,7 @@ class AnalogyWorld:
                         for a in lists[t]:
                             list_seen[_template(a)] += 1
                             list_kept[_template(a)] += a in lists[t + 1]
+        self.own_moves = dict(self.own_moves)
         # each distinct edit once, with how often the log made it (ties are drawn in proportion)
         self.edits = {k: list(v) for k, v in counts.items()}
         self.weights = {k: np.array(list(v.values()), dtype=float) for k, v in counts.items()}
@@ -279,6 +327,7 @@ class AnalogyWorld:
             tuple(_abstract(s, args) for s in dropped),
             tuple(_abstract(s, args) for s in added),
             tuple(_abstract(s, args) for s in feedback),
+            tuple(s in body for s in feedback),
             scene,
             tuple(_abstract(s, args) for s in body),
             tuple(_abstract(x, args) for x in a if x not in n),
@@ -308,7 +357,9 @@ class AnalogyWorld:
         the action has no edit of its kind), else each of the best-matching edits applied."""
         matching = self._matching(state, action)
         if matching is None:
-            outcomes = [(self._own(state, nxt), r, d) for nxt, r, d in self.nearest.outcomes(state, action)]
+            outcomes = self._logged(state, action) or [
+                (self._own(state, nxt), r, d) for nxt, r, d in self.nearest.outcomes(state, action)
+            ]
             return _merged(outcomes, [1.0] * len(outcomes))
         edits, w = matching
         best = np.flatnonzero(w > 0)
@@ -317,9 +368,11 @@ class AnalogyWorld:
 
     def _matching(self, state: TextState, action: str) -> tuple[list[_Edit], np.ndarray] | None:
         """The edits of `action`'s key and their weights (how often the log made each; 0 for those that do
-        not drop the most of `state`'s sentences), or None where `nearest` steps: the log took the action at
-        exactly this state, or has no edit of its kind."""
-        if action in self.nearest.table.get(state.observation, {}):
+        not drop the most of `state`'s sentences), or None where the log's successors step: the rollout's
+        own world took the action at exactly this state, or the log has no edit of its kind (then
+        `nearest`). Another world's successor of the same text is not taken: worlds share texts (an empty
+        room with the same doors) whose moves lead to different rooms."""
+        if (state.handle.seed, state.observation, action) in self.own_moves:
             return None
         again = any(a == action for _, a in state.history)
         key = self._key(state.task, action, again)
@@ -329,21 +382,33 @@ class AnalogyWorld:
         if not edits:
             return None
         args = arguments(action)
-        have = {_abstract(s, args) for s in sentences(state.observation)}  # in the action's slots, as kept
+        x = sentences(state.observation)
         scores = np.zeros(len(edits))
-        for t in have:
-            if t in self.dropping[key]:
-                scores[self.dropping[key][t]] += 1
+        for t, ids in self.dropping[key].items():  # each dropped sentence that x holds, or one it fits
+            d = _fill(t, args)
+            if any(_fits(y, d, args) for y in x):
+                scores[ids] += 1
         return edits, self.weights[key] * (scores == scores.max())
 
     def _step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
         matching = self._matching(state, action)
-        if matching is None:  # the logged successor, or no edit of this action's kind: `nearest`
+        if matching is None:  # the own world's logged successor, or no edit of this action's kind: `nearest`
+            logged = self._logged(state, action)
+            if logged:
+                return logged[int(rng.integers(len(logged)))]
             nxt, reward, done = self.nearest.step(state, action, rng)
             return self._own(state, nxt), reward, done
         edits, w = matching
         edit = edits[int(rng.choice(len(edits), p=w / w.sum()))]
         return self._applied(state, action, edit), edit.reward, edit.done
+
+    def _logged(self, state: TextState, action: str) -> list[tuple[TextState, float, bool]]:
+        """The successors the rollout's own world logged from exactly this state by `action` ([] if none)."""
+        history = [*state.history, (state.observation, action)]
+        return [
+            (TextState(state.task, obs, adm if adm is not None else state.admissible, history, state.handle), r, d)
+            for obs, adm, r, d in self.own_moves.get((state.handle.seed, state.observation, action), [])
+        ]
 
     @staticmethod
     def _own(state: TextState, nxt: TextState) -> TextState:
@@ -374,9 +439,20 @@ class AnalogyWorld:
         feedback = [_fill(t, args) for t in edit.feedback]
         if edit.scene:
             body, admissible = self._new_scene(state, edit, args, x)
-            return " ".join(feedback + body), admissible
+            return " ".join(self._echoed(feedback, edit, body) + body), admissible
         body, swap = self._edited_scene(state, edit, args, x, feedback)
+        feedback = self._echoed(feedback, edit, body)
         return " ".join(feedback + body), self._edited_list(state.admissible, edit, args, body, swap)
+
+    @staticmethod
+    def _echoed(feedback: list[str], edit: _Edit, body: list[str]) -> list[str]:
+        """The feedback with each sentence that repeated a sentence of the edit's s' ("You carry a coin.", the
+        answer to `inventory`) repeating this state's sentence of its kind instead."""
+        out = []
+        for f, echo in zip(feedback, edit.echoes):
+            same = [s for s in body if kind(s) == kind(f)] if echo else []
+            out.append(same[0] if len(same) == 1 else f)
+        return out
 
     def _new_scene(self, state, edit: _Edit, args: list[str], x: list[str]) -> tuple[list[str], list[str] | None]:
         """A change of scene: the scene as the rollout left it or its world logged it, else the edit's own,
@@ -404,7 +480,7 @@ class AnalogyWorld:
         # x without the previous action's feedback: what precedes its scene sentence, or where it has none,
         # the sentences that never outlived a step in the log
         opens = any(kind(s) in self.opening for s in x)
-        body = [s for s in (self._body(x) if opens else x) if s not in feedback and (opens or s not in self.transient)]
+        body = self._body(x) if opens else [s for s in x if s not in feedback and s not in self.transient]
         # the k-th dropped sentence became the k-th added one; where x lacks the dropped sentence itself,
         # a sentence of x that lists items under the same words takes the same change of its items
         extra = added[len(dropped) :]
@@ -415,6 +491,13 @@ class AnalogyWorld:
                     del body[i]
                 else:
                     body[i] = a
+                continue
+            i = next((k for k, y in enumerate(body) if _same_clause(y, d)), None)
+            if i is not None:  # the same main clause with more after it: the change of the clause
+                if a is None:
+                    del body[i]
+                else:
+                    body[i] = _reclause(body[i], a)
                 continue
             i = next((k for k, y in enumerate(body) if _same_list(y, d, a)), None)
             if i is not None:
@@ -427,7 +510,7 @@ class AnalogyWorld:
         revealed = [
             s for s in added if s not in x and kind(s) not in self.scene_kinds and not set(_names_listed(s)) & set(args)
         ]  # a list of items the action did not name: what it revealed (an opened container's contents)
-        shown = {s: self._own_list(state.handle.seed, s) for s in revealed}
+        shown = {s: self._own_list(state, s, args) for s in revealed}
         body = [shown.get(s, s) for s in body]
         # an item the edit's world revealed stands for each item this world shows there instead
         swap = {}
@@ -459,17 +542,28 @@ class AnalogyWorld:
             ]
         return admissible
 
-    def _own_list(self, seed: int, sentence: str) -> str:
-        """The first sentence of the rollout's own logged world that lists items under the same words as
-        `sentence` (its own contents), or `sentence`."""
+    def _own_list(self, state: TextState, sentence: str, args: Sequence[str]) -> str:
+        """What `sentence` (a list of items an action revealed, in the edit's world) is in the rollout's world:
+        the first sentence of its own logged world that lists items under the same words, or says the same
+        with no items (the words but their last: "The chest is open and" is empty); else, where the task
+        places items in what the action names ("the coin is in the chest"), those items; else `sentence`."""
         words, items = _list(sentence)
         if not items:
             return sentence
-        for observation, _ in self.own.get(seed, []):
+        lead = words.rsplit(" ", 1)[0] + " "
+        for observation, _ in self.own.get(state.handle.seed, []):
             for y in sentences(observation):
                 w, its = _list(y)
-                if its and w == words:
+                if (its and w == words) or (not its and y.startswith(lead)):
                     return y
+        placed = [
+            m
+            for arg in args
+            for m in re.findall(r"\bthe ([a-z0-9][a-z0-9 '-]*?) is in the " + re.escape(arg) + r"\b", state.task)
+        ]
+        if placed:
+            listed = [f"{'an' if n[:1] in 'aeiou' else 'a'} {n}" for n in placed]
+            return f"{words} {listed[0] if len(listed) == 1 else ', '.join(listed[:-1]) + ' and ' + listed[-1]}."
         return sentence
 
     def _known_scene(self, rollout: _Rollout, scene: str) -> tuple[list[str], list[str] | None] | None:

@@ -1,0 +1,192 @@
+"""Where does a text world's simulated value part from the real one? Each step shadowed by the real environment.
+
+    .venv/bin/python benchmarks/world_divergence.py [--world analogy] [--rollouts N] [overrides ...]
+    # e.g. seed=0 run.root=runs/v0
+
+Needs a finished `adwm quickstart` (its log and ground truth) under run.root. For each policy of the family,
+rolls the policy out in the world (`analogy` or `nearest`, as `adwm evaluate evaluate.world=W` builds it from
+the training split) from the logged starts, and beside every rollout runs the real environment from its
+start's seed on the same actions. Each simulated step is filed by what the world did:
+
+* `logged`: the rollout's own logged world took the action at exactly this observation (its successor);
+* `fallback`: no edit of the action's kind (`nearest`'s step elsewhere);
+* `inplace`: an edit applied within the scene (take, open, put ...);
+* `scene_known`: a change of scene to one the rollout left, or its own logged world showed;
+* `scene_foreign`: a change of scene to a room only another world's edit showed.
+
+and by whether the rollout was in step with the real world before it (the same scene past the feedback).
+Per kind: how many steps, the share in step before, the share of those still in step after, and the
+discounted reward the world paid minus what the real environment paid for the same action (summed over
+rollouts, divided by their number: the kind's share of J_hat_sim - real_return). After the real episode ends
+the simulated rewards are filed as `after_real_end`. Writes an entry per run.root, world and policy to
+`benchmarks/results/world_divergence.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from adwm.config import load_config
+from adwm.data.config import DataConfig
+from adwm.data.datamodule import TrajectoryDataModule
+from adwm.envs.registry import make_env
+from adwm.evaluation.family import family_policies
+from adwm.evaluation.metrics import family_metrics
+from adwm.policies.factory import build_policy
+from adwm.runtime.atomic import read_json, update_json
+from adwm.simulation.analogy import AnalogyWorld, sentences
+from adwm.simulation.worlds import LoggedStart, LoggedWorld, TextState, logged_episode_starts, rollout_world
+
+OUT = Path(__file__).resolve().parent / "results" / "world_divergence.json"
+KINDS = ("logged", "fallback", "inplace", "scene_known", "scene_foreign", "after_real_end")
+
+
+class _TracedAnalogy(AnalogyWorld):
+    """The analogy world, saying what kind of step it took last (`kind`)."""
+
+    def _step(self, state, action, rng):
+        own = (state.handle.seed, state.observation, action) in self.own_moves
+        self.kind = "logged" if own else "fallback"
+        return super()._step(state, action, rng)
+
+    def _applied(self, state, action, edit):
+        self.kind = "inplace"
+        return super()._applied(state, action, edit)
+
+    def _known_scene(self, rollout, scene):
+        found = super()._known_scene(rollout, scene)
+        self.kind = "scene_known" if found is not None else "scene_foreign"
+        return found
+
+
+class _TracedNearest(LoggedWorld):
+    def step(self, state, action, rng):
+        self.kind = "logged" if action in self.table.get(state.observation, {}) else "fallback"
+        return super().step(state, action, rng)
+
+
+class Shadowed:
+    """`world` with the real environment stepped beside every rollout on the same actions."""
+
+    def __init__(self, world, make, body, gamma: float) -> None:
+        self.world, self.make, self.body, self.gamma = world, make, body, gamma
+        self.real: dict[int, dict] = {}
+        self.stats = {k: defaultdict(float) for k in KINDS}
+        self.n_rollouts = 0
+
+    def start(self, start: LoggedStart) -> TextState:
+        state = self.world.start(start)
+        env = self.make()
+        r = env.reset(start.seed)
+        key = len(self.real)
+        self.real[key] = {"env": env, "obs": r.observation, "done": False, "t": 0}
+        self.n_rollouts += 1
+        return TextState(state.task, state.observation, state.admissible, state.history, (key, state.handle))
+
+    def step(self, state: TextState, action: str, rng: np.random.Generator):
+        key, handle = state.handle
+        inner = TextState(state.task, state.observation, state.admissible, state.history, handle)
+        nxt, reward, done = self.world.step(inner, action, rng)
+        shadow = self.real[key]
+        disc = self.gamma ** shadow["t"]
+        shadow["t"] += 1
+        if shadow["done"]:
+            s = self.stats["after_real_end"]
+            s["steps"] += 1
+            s["paid"] += disc * reward
+        else:
+            s = self.stats[self.world.kind]
+            before = self.body(state.observation) == self.body(shadow["obs"])
+            real = shadow["env"].step(action)
+            shadow["obs"], shadow["done"] = real.observation, real.done
+            s["steps"] += 1
+            s["in_step"] += before
+            s["kept"] += before and self.body(nxt.observation) == self.body(real.observation)
+            s["paid"] += disc * reward
+            s["real_paid"] += disc * real.reward
+            s["refused"] += not real.info.get("admissible_action", True)
+        if done and not shadow["done"]:
+            shadow["env"].close()
+        return TextState(nxt.task, nxt.observation, nxt.admissible, nxt.history, (key, nxt.handle)), reward, done
+
+    def close(self) -> None:
+        self.world.close()
+        for shadow in self.real.values():
+            shadow["env"].close()
+
+    def report(self) -> dict:
+        out = {}
+        for k, s in self.stats.items():
+            if not s["steps"]:
+                continue
+            out[k] = {
+                "steps": int(s["steps"]),
+                "in_step": s["in_step"] / s["steps"],
+                "kept": s["kept"] / s["in_step"] if s["in_step"] else float("nan"),
+                "refused": s["refused"] / s["steps"],
+                "paid_minus_real": (s["paid"] - s["real_paid"]) / self.n_rollouts,
+            }
+        return out
+
+
+def _body(opening: set[str]):
+    """An observation past its feedback (from its first sentence of a kind a logged episode opens with)."""
+
+    def body(observation: str) -> str:
+        x = sentences(observation)
+        i = next((k for k, s in enumerate(x) if " ".join(s.split()[:2]) in opening), 0)
+        return " ".join(x[i:])
+
+    return body
+
+
+def main(world_name: str, n: int, overrides: list[str]) -> dict:
+    cfg = load_config(overrides, "evaluate")
+    dm = TrajectoryDataModule(DataConfig(**cfg.data), cfg.seed, cfg.env.name)
+    dm.setup()
+    starts = logged_episode_starts(dm.train_episodes + dm.val_episodes)
+    truth = read_json(Path(cfg.ground_truth.out))
+    env_cfg = OmegaConf.to_object(cfg.env)
+    horizon, gamma = cfg.env.max_steps, cfg.env.gamma
+    entry, j_true, j_hat = {"rollouts": n}, [], []
+    for pcfg in family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family)):
+        if world_name == "analogy":
+            world = _TracedAnalogy(dm.train_episodes)
+            opening = world.opening
+        else:
+            world = _TracedNearest(dm.train_episodes, moves=True)
+            opening = AnalogyWorld(dm.train_episodes[:50]).opening
+        shadowed = Shadowed(world, lambda: make_env(env_cfg), _body(opening), gamma)
+        policy = build_policy(pcfg, f"family policy '{pcfg.name}'")
+        returns = rollout_world(shadowed, policy, starts, n, horizon, gamma, cfg.seed)
+        report = shadowed.report()
+        real = sum(s["real_paid"] for s in shadowed.stats.values()) / n
+        entry[pcfg.name] = {
+            "J": truth[pcfg.name]["J"],
+            "J_hat": float(returns.mean()),
+            "real_return": real,
+            "kinds": report,
+        }
+        j_true.append(truth[pcfg.name]["J"])
+        j_hat.append(float(returns.mean()))
+        print(pcfg.name, json.dumps(entry[pcfg.name]), flush=True)
+    entry["metrics"] = family_metrics(j_true, j_hat)
+    print(json.dumps(entry["metrics"]))
+    name = f"{OmegaConf.select(cfg, 'run.root')} {world_name}"
+    update_json(OUT, lambda results: results.__setitem__(name, entry))
+    return entry
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world", choices=("analogy", "nearest"), default="analogy")
+    parser.add_argument("--rollouts", type=int, default=96)
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    main(args.world, args.rollouts, args.overrides)
