@@ -403,12 +403,25 @@ class AnalogyWorld:
         return self._applied(state, action, edit), edit.reward, edit.done
 
     def _logged(self, state: TextState, action: str) -> list[tuple[TextState, float, bool]]:
-        """The successors the rollout's own world logged from exactly this state by `action` ([] if none)."""
-        history = [*state.history, (state.observation, action)]
-        return [
-            (TextState(state.task, obs, adm if adm is not None else state.admissible, history, state.handle), r, d)
-            for obs, adm, r, d in self.own_moves.get((state.handle.seed, state.observation, action), [])
-        ]
+        """The successors the rollout's own world logged from exactly this state by `action` ([] if none). A
+        successor in another scene shows that scene as the rollout left it, else as the world first showed
+        it (the log may have been there before and changed it), with the successor's feedback and inventory."""
+        history, out = [*state.history, (state.observation, action)], []
+        for obs, adm, r, d in self.own_moves.get((state.handle.seed, state.observation, action), []):
+            adm = adm if adm is not None else state.admissible
+            scene = self._scene(obs)
+            known = None if scene == self._scene(state.observation) else self._known_scene(state.handle, scene)
+            if scene is not None and known is not None:
+                x = sentences(obs)
+                keep = {kind(s): s for s in self._body(x) if kind(s) in self.scene_kinds}
+                body = [keep.get(kind(s), s) for s in known[0]]
+                obs = " ".join(x[: len(x) - len(self._body(x))] + body)
+                if known[1] is not None and adm is not None:
+                    adm = [a for a in known[1] if _template(a) not in self.carried] + [
+                        a for a in adm if _template(a) in self.carried
+                    ]
+            out.append((TextState(state.task, obs, adm, history, state.handle), r, d))
+        return out
 
     @staticmethod
     def _own(state: TextState, nxt: TextState) -> TextState:
