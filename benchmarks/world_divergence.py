@@ -14,7 +14,8 @@ start's seed on the same actions. Each simulated step is filed by what the world
 * `scene_known`: a change of scene to one the rollout left, or its own logged world showed;
 * `scene_foreign`: a change of scene to a room only another world's edit showed.
 
-and by whether the rollout was in step with the real world before it (the same scene past the feedback).
+and by whether the rollout was in step with the real world before it (the same scene past the feedback,
+the items of a list in any order).
 Per kind: how many steps, the share in step before, the share of those still in step after, and the
 discounted reward the world paid minus what the real environment paid for the same action (summed over
 rollouts, divided by their number: the kind's share of J_hat_sim - real_return). After the real episode ends
@@ -40,7 +41,7 @@ from adwm.evaluation.family import family_policies
 from adwm.evaluation.metrics import family_metrics
 from adwm.policies.factory import build_policy
 from adwm.runtime.atomic import read_json, update_json
-from adwm.simulation.analogy import AnalogyWorld, sentences
+from adwm.simulation.analogy import AnalogyWorld, _list, sentences
 from adwm.simulation.worlds import LoggedStart, LoggedWorld, TextState, logged_episode_starts, rollout_world
 
 OUT = Path(__file__).resolve().parent / "results" / "world_divergence.json"
@@ -136,12 +137,17 @@ class Shadowed:
 
 
 def _body(opening: set[str]):
-    """An observation past its feedback (from its first sentence of a kind a logged episode opens with)."""
+    """An observation past its feedback (from its first sentence of a kind a logged episode opens with), each
+    list's items in alphabetical order (a set: the world lists them in its own order)."""
 
     def body(observation: str) -> str:
         x = sentences(observation)
         i = next((k for k, s in enumerate(x) if " ".join(s.split()[:2]) in opening), 0)
-        return " ".join(x[i:])
+        out = []
+        for s in x[i:]:
+            words, items = _list(s)
+            out.append(f"{words} {', '.join(sorted(items))}." if items else s)
+        return " ".join(out)
 
     return body
 

@@ -351,3 +351,31 @@ def test_asking_for_the_inventory_keeps_the_inventory_in_the_scene():
     den = "You are in the den. The floor is empty. You carry a lamp."
     nxt, _, _ = world.step(world.start(LoggedStart("Find the key.", den, None, 31)), "inventory", rng)
     assert nxt.observation == f"You carry a lamp. {den}"
+
+
+def test_an_edit_that_revealed_nothing_shows_what_the_rollouts_world_holds_there():
+    empty = "You open the crate. You are in the shed. The floor is empty. The crate is open and is empty. You carry nothing."
+    barn = "You are in the barn. The floor is empty. The crate is open and holds a saw. You carry nothing."
+    log = [
+        _episode(
+            50,
+            "Find the saw. Notes: the saw is in the crate.",
+            [SHED, empty, empty],
+            ["open the crate", "look"],
+            [0.0, 0.0],
+        ),
+        _episode(51, "Find the saw.", [barn, barn], ["look"], [0.0]),  # world 51's crate, seen open
+    ]
+    world, rng = AnalogyWorld(log), np.random.default_rng(0)
+    closed = "You are in the barn. The floor is empty. The crate is closed. You carry nothing."
+    task = "Find the saw. Notes: the saw is in the crate."
+    nxt, _, _ = world.step(world.start(LoggedStart(task, closed, None, 51)), "open the crate", rng)
+    assert nxt.observation == f"You open the crate. {barn}"
+    # a world the log never showed, whose task places a chisel there: the log's list words, our item
+    task = "Find the chisel. Notes: the chisel is in the crate."
+    nxt, _, _ = world.step(world.start(LoggedStart(task, closed, None, 52)), "open the crate", rng)
+    assert "The crate is open and holds a chisel." in nxt.observation
+    # nothing known of it: the edit's own
+    task = "Find the saw. Notes: the crate is in the barn."
+    nxt, _, _ = world.step(world.start(LoggedStart(task, closed, None, 53)), "open the crate", rng)
+    assert "The crate is open and is empty." in nxt.observation

@@ -15,6 +15,12 @@ from helpers import uniform_log_world_model
 def test_builtin_state_key_reads_room_and_inventory():
     obs = "You take the key. You are in the kitchen. A box is here. You carry a key and a lamp."
     assert builtin_state_key(obs) == ("kitchen", "a key and a lamp")
+    # the description's inventory, not `inventory`'s feedback; the items as a set
+    assert builtin_state_key("You carry a pen. You are in the hall. You carry an owl, a pen and a cup.") == (
+        "hall",
+        "a cup, a pen and an owl",
+    )
+    assert builtin_state_key("You are in the hall. You carry a cup, an owl and a pen.")[1] == "a cup, a pen and an owl"
     assert state_key("builtin") is builtin_state_key and state_key("shop")("x") == "x"
 
 

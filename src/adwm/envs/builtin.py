@@ -184,6 +184,12 @@ _CARRY = re.compile(r"You carry ([^.]*)\.")
 
 def builtin_state_key(observation: str) -> tuple[str | None, str | None]:
     """The part of a builtin observation that is the world's state for fidelity: the room and the inventory
-    (the rest is the last action's feedback and the room's description, which follow from them)."""
-    room, carry = _ROOM.search(observation), _CARRY.search(observation)
-    return (room[1] if room else None, carry[1] if carry else None)
+    (the rest is the last action's feedback and the room's description, which follow from them). The
+    inventory is the description's (the last "You carry": `inventory`'s feedback repeats it first), its
+    items in alphabetical order (a set: the world lists them in its own order)."""
+    room, carry = _ROOM.search(observation), _CARRY.findall(observation)
+    if not carry:
+        return (room[1] if room else None, None)
+    items = sorted(i for i in re.split(r", | and ", carry[-1]) if i)
+    listed = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return (room[1] if room else None, listed)

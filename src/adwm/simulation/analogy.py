@@ -284,6 +284,15 @@ class AnalogyWorld:
                             list_seen[_template(a)] += 1
                             list_kept[_template(a)] += a in lists[t + 1]
         self.own_moves = dict(self.own_moves)
+        # the words before a logged list's items, by those words but their last ("The chest is open and "),
+        # which an empty form of the same list shares ("The chest is open and is empty.")
+        self.list_words: dict[str, str] = {}
+        for ep in episodes:
+            for o in [s.observation for s in ep.steps]:
+                for y in sentences(o):
+                    words, items = _list(y)
+                    if items:
+                        self.list_words.setdefault(words.rsplit(" ", 1)[0] + " ", words)
         # each distinct edit once, with how often the log made it (ties are drawn in proportion)
         self.edits = {k: list(v) for k, v in counts.items()}
         self.weights = {k: np.array(list(v.values()), dtype=float) for k, v in counts.items()}
@@ -561,9 +570,13 @@ class AnalogyWorld:
         with no items (the words but their last: "The chest is open and" is empty); else, where the task
         places items in what the action names ("the coin is in the chest"), those items; else `sentence`."""
         words, items = _list(sentence)
-        if not items:
-            return sentence
-        lead = words.rsplit(" ", 1)[0] + " "
+        if items:
+            lead = words.rsplit(" ", 1)[0] + " "
+        else:  # an empty form ("The chest is open and is empty."): where the log lists items after its lead
+            lead = " ".join(sentence.split()[:-2]) + " "
+            words = self.list_words.get(lead)
+            if words is None:
+                return sentence
         for observation, _ in self.own.get(state.handle.seed, []):
             for y in sentences(observation):
                 w, its = _list(y)
