@@ -152,3 +152,27 @@ def test_evaluate_in_each_world_by_config(smoke_run, tmp_path, one_thread):
     oracle = results["oracle"]["estimates"]["iter3_eps1"]
     half = (oracle["ci"][1] - oracle["ci"][0]) / 2
     assert abs(oracle["J_hat"] - truth["J"]) < 2 * half + 4 * truth["se"]
+
+
+def test_a_cut_at_the_step_limit_is_not_an_end_in_the_worlds_built_from_the_log():
+    """A logged episode cut at the step limit (`info.truncated`) has `done` on its last step; the text worlds
+    must not end a rollout that takes that step, or they end rollouts wherever a failing episode ran out of
+    steps. The same step in an episode that really ended does end them."""
+    from adwm.simulation.analogy import AnalogyWorld
+
+    here = "You are in the hall. You carry nothing."
+    looked = f"You look around. {here}"
+
+    def episode(seed: int, truncated: bool) -> Episode:
+        steps = [StepRecord(here, "look", 0.0, True, ["look"])]
+        return Episode("builtin", seed, "Find the key.", "p", steps, looked, info={"truncated": truncated})
+
+    cut, end = episode(1, True), episode(2, False)
+    assert not cut.ended(0) and end.ended(0)
+    rng = np.random.default_rng(0)
+    for world in (LoggedWorld([cut], moves=True), AnalogyWorld([cut])):
+        state = world.start(LoggedStart("Find the key.", here, ["look"], 1))
+        assert world.step(state, "look", rng)[2] is False
+    for world in (LoggedWorld([end], moves=True), AnalogyWorld([end])):
+        state = world.start(LoggedStart("Find the key.", here, ["look"], 2))
+        assert world.step(state, "look", rng)[2] is True

@@ -118,7 +118,6 @@ class TrajectoryDataModule(L.LightningDataModule):
         acts = [act_id(s.action) for s in ep.steps]
         adm = [[act_id(a) for a in s.admissible] if s.admissible is not None else None for s in ep.steps]
         items = []
-        truncated = bool(ep.info.get("truncated", False))
         for t, step in enumerate(ep.steps):
             if not step.action.strip():
                 continue
@@ -130,7 +129,7 @@ class TrajectoryDataModule(L.LightningDataModule):
                     "action": acts[t],
                     "next_obs": obs[t + 1],
                     "reward": step.reward,
-                    "done": step.done and not (truncated and t == len(ep.steps) - 1),
+                    "done": ep.ended(t),
                     "admissible": adm[t],
                     "next_admissible": adm[t + 1] if t + 1 < len(adm) else None,
                     "t": t,

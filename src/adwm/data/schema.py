@@ -51,6 +51,12 @@ class Episode:
     index: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
+    def ended(self, t: int) -> bool:
+        """Whether step t ended the episode: its `done`, unless the episode was cut at the step limit there
+        (`info.truncated`: a cut is not an end a simulator should learn or replay)."""
+        last = t == len(self.steps) - 1
+        return self.steps[t].done and not (last and bool(self.info.get("truncated", False)))
+
     def discounted_return(self, gamma: float) -> float:
         return sum(gamma**t * s.reward for t, s in enumerate(self.steps))
 

@@ -267,13 +267,13 @@ class AnalogyWorld:
                     self.own_lists.setdefault((ep.seed, tuple(self._body(sentences(o)))), adm)
             for t, step in enumerate(ep.steps):
                 self.own_moves[(ep.seed, obs[t], step.action)].append(
-                    (obs[t + 1], lists[t + 1], step.reward, step.done)
+                    (obs[t + 1], lists[t + 1], step.reward, ep.ended(t))
                 )
                 before, after = sentences(obs[t]), sentences(obs[t + 1])
                 for s in before:
                     seen[s] += 1
                     survived[s] += s in after
-                edit = self._edit(step.action, before, after, lists[t], lists[t + 1], step.reward, step.done)
+                edit = self._edit(step.action, before, after, lists[t], lists[t + 1], step.reward, ep.ended(t))
                 counts[self._key(ep.task, step.action, step.action in taken)][edit] += 1
                 taken.add(step.action)
                 if edit.scene:

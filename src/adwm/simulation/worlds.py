@@ -116,7 +116,7 @@ class LoggedWorld:
                 last = t + 1 == len(ep.steps)
                 nxt_obs = ep.final_observation if last else ep.steps[t + 1].observation
                 nxt_adm = None if last else ep.steps[t + 1].admissible
-                self.table[s.observation][s.action].append(_Transition(nxt_obs, nxt_adm, float(s.reward), s.done))
+                self.table[s.observation][s.action].append(_Transition(nxt_obs, nxt_adm, float(s.reward), ep.ended(t)))
                 self.admissible.setdefault(s.observation, s.admissible)
                 if not last:
                     self.admissible.setdefault(nxt_obs, nxt_adm)
