@@ -171,6 +171,8 @@ class LoggedWorld:
                 out.append((self._unchanged(state, action), tr.reward, tr.done))
                 continue
             adm = tr.next_admissible if tr.next_admissible is not None else self.admissible.get(tr.next_observation)
+            if adm is None:  # a state the log showed only at an episode's end (a cut): the list it had before
+                adm = state.admissible
             history = [*state.history, (state.observation, action)]
             out.append((TextState(state.task, tr.next_observation, adm, history), tr.reward, tr.done))
         return out
