@@ -55,6 +55,7 @@ import numpy as np
 from adwm.data.schema import Episode
 from adwm.simulation.worlds import LoggedStart, LoggedWorld, TextState
 
+BEST_MEMO = 200_000  # (state, action) pairs whose best-fitting edits are kept: rollouts revisit them
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 ARGUMENT = re.compile(r"\bthe ([a-z0-9][a-z0-9 '-]*?)(?= in | on | to | into | from | with |$)")
 
@@ -284,6 +285,7 @@ class AnalogyWorld:
                             list_seen[_template(a)] += 1
                             list_kept[_template(a)] += a in lists[t + 1]
         self.own_moves = dict(self.own_moves)
+        self._best: dict[tuple, np.ndarray] = {}  # (key, action, observation) -> the best-fitting edits
         # the words before a logged list's items, by those words but their last ("The chest is open and "),
         # which an empty form of the same list shares ("The chest is open and is empty.")
         self.list_words: dict[str, str] = {}
@@ -390,14 +392,23 @@ class AnalogyWorld:
         edits = self.edits.get(key)
         if not edits:
             return None
-        args = arguments(action)
-        x = sentences(state.observation)
-        scores = np.zeros(len(edits))
-        for t, ids in self.dropping[key].items():  # each dropped sentence that x holds, or one it fits
-            d = _fill(t, args)
-            if any(_fits(y, d, args) for y in x):
-                scores[ids] += 1
-        return edits, self.weights[key] * (scores == scores.max())
+        memo = (key, action, state.observation)
+        best = self._best.get(memo)
+        if best is None:
+            args = arguments(action)
+            x = sentences(state.observation)
+            kinds = {kind(y) for y in x}  # a sentence fits only one of its own kind (its first two words)
+            scores = np.zeros(len(edits))
+            for t, ids in self.dropping[key].items():  # each dropped sentence that x holds, or one it fits
+                if "{" not in kind(t) and kind(t) not in kinds:
+                    continue
+                d = _fill(t, args)
+                if any(_fits(y, d, args) for y in x if kind(y) == kind(d)):
+                    scores[ids] += 1
+            if len(self._best) >= BEST_MEMO:
+                self._best.clear()
+            best = self._best[memo] = scores == scores.max()
+        return edits, self.weights[key] * best
 
     def _step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
         matching = self._matching(state, action)
