@@ -53,8 +53,11 @@ class _TracedAnalogy(AnalogyWorld):
 
     def _step(self, state, action, rng):
         own = (state.handle.seed, state.observation, action) in self.own_moves
-        self.kind = "logged" if own else "fallback"
-        return super()._step(state, action, rng)
+        self.kind = "fallback"
+        out = super()._step(state, action, rng)
+        if own:  # a logged successor in another scene reads the known scene too: it stays `logged`
+            self.kind = "logged"
+        return out
 
     def _applied(self, state, action, edit):
         self.kind = "inplace"
