@@ -41,7 +41,7 @@ from adwm.evaluation.family import family_policies
 from adwm.evaluation.metrics import family_metrics
 from adwm.policies.factory import build_policy
 from adwm.runtime.atomic import read_json, update_json
-from adwm.simulation.analogy import AnalogyWorld, _list, sentences
+from adwm.simulation.analogy import AnalogyWorld, _list, kind, openings, sentences
 from adwm.simulation.worlds import LoggedStart, LoggedWorld, TextState, logged_episode_starts, rollout_world
 
 OUT = Path(__file__).resolve().parent / "results" / "world_divergence.json"
@@ -145,7 +145,7 @@ def _body(opening: set[str]):
 
     def body(observation: str) -> str:
         x = sentences(observation)
-        i = next((k for k, s in enumerate(x) if " ".join(s.split()[:2]) in opening), 0)
+        i = next((k for k, s in enumerate(x) if kind(s) in opening), 0)
         out = []
         for s in x[i:]:
             words, items = _list(s)
@@ -163,15 +163,14 @@ def main(world_name: str, n: int, overrides: list[str]) -> dict:
     truth = read_json(Path(cfg.ground_truth.out))
     env_cfg = OmegaConf.to_object(cfg.env)
     horizon, gamma = cfg.env.max_steps, cfg.env.gamma
+    body = _body(openings(dm.train_episodes))
     entry, j_true, j_hat = {"rollouts": n}, [], []
     for pcfg in family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family)):
         if world_name == "analogy":
             world = _TracedAnalogy(dm.train_episodes)
-            opening = world.opening
         else:
             world = _TracedNearest(dm.train_episodes, moves=True)
-            opening = AnalogyWorld(dm.train_episodes[:50]).opening
-        shadowed = Shadowed(world, lambda: make_env(env_cfg), _body(opening), gamma)
+        shadowed = Shadowed(world, lambda: make_env(env_cfg), body, gamma)
         policy = build_policy(pcfg, f"family policy '{pcfg.name}'")
         returns = rollout_world(shadowed, policy, starts, n, horizon, gamma, cfg.seed)
         report = shadowed.report()

@@ -74,6 +74,22 @@ def kind(sentence: str) -> str:
     return " ".join(sentence.split()[:2])
 
 
+def openings(episodes: Sequence[Episode]) -> set[str]:
+    """The kinds of sentence the log's episodes open with (their first observation has no feedback): the
+    scene sentence ("You are"), which ends an observation's feedback."""
+    firsts = [sentences(ep.steps[0].observation) for ep in episodes if ep.steps]
+    return {kind(x[0]) for x in firsts if x}
+
+
+def _article(name: str) -> str:
+    return "an" if name[:1] in "aeiou" else "a"
+
+
+def _joined(items: Sequence[str]) -> str:
+    """Items as the worlds list them: "a coin", "a coin and an apple", "a coin, a pen and an apple"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _abstract(text: str, args: Sequence[str]) -> str:
     """`text` with each argument a slot; "a"/"an" before an argument become the slot's article `{k:a}`."""
     for k, arg in sorted(enumerate(args), key=lambda ka: -len(ka[1])):
@@ -89,7 +105,7 @@ def _template(action: str) -> str:
 
 def _fill(template: str, args: Sequence[str]) -> str:
     for k, arg in enumerate(args):
-        article = "an" if arg[:1] in "aeiou" else "a"
+        article = _article(arg)
         template = template.replace(f"{{{k}:a}}", f"{article} {arg}").replace(f"{{{k}}}", arg)
     return template
 
@@ -185,8 +201,7 @@ def _relist(sentence: str, dropped: str, added: str | None) -> str:
     if not items:
         return added if added is not None and not a_items else dropped if not d_items else sentence
     lead = a_words if a_items else d_words if d_items else words
-    listed = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-    return f"{lead} {listed}."
+    return f"{lead} {_joined(items)}."
 
 
 @dataclass
@@ -256,8 +271,7 @@ class AnalogyWorld:
         kept_kinds: dict[str, int] = defaultdict(int)
         list_seen: dict[str, int] = defaultdict(int)
         list_kept: dict[str, int] = defaultdict(int)
-        firsts = [sentences(ep.steps[0].observation) for ep in episodes if ep.steps]
-        self.opening = {kind(x[0]) for x in firsts if x}
+        self.opening = openings(episodes)
         for ep in episodes:
             taken: set[str] = set()
             obs = [s.observation for s in ep.steps] + [ep.final_observation]
@@ -599,8 +613,7 @@ class AnalogyWorld:
             for m in re.findall(r"\bthe ([a-z0-9][a-z0-9 '-]*?) is in the " + re.escape(arg) + r"\b", state.task)
         ]
         if placed:
-            listed = [f"{'an' if n[:1] in 'aeiou' else 'a'} {n}" for n in placed]
-            return f"{words} {listed[0] if len(listed) == 1 else ', '.join(listed[:-1]) + ' and ' + listed[-1]}."
+            return f"{words} {_joined([f'{_article(n)} {n}' for n in placed])}."
         return sentence
 
     def _known_scene(self, rollout: _Rollout, scene: str) -> tuple[list[str], list[str] | None] | None:
