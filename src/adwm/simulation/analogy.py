@@ -47,8 +47,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -103,6 +103,12 @@ def _template(action: str) -> str:
     return _abstract(action, arguments(action))
 
 
+def _where(task: str, name: str) -> int:
+    """Where `task` names `name`: 1 in its first sentence (the goal), 2 only later (its notes), 0 not at all."""
+    goal = sentences(task)[0] if task.strip() else ""
+    return 1 if name in goal else 2 if name in task else 0
+
+
 def _fill(template: str, args: Sequence[str]) -> str:
     for k, arg in enumerate(args):
         article = _article(arg)
@@ -142,6 +148,13 @@ def _names_listed(sentence: str) -> list[str]:
     return [re.sub(r"^(?:a|an) ", "", item) for item in _list(sentence)[1]]
 
 
+def _lead(sentence: str) -> str:
+    """The words of a list before its verb, which its empty form shares: "The chest is open and holds a coin."
+    and "The chest is open and is empty." -> "The chest is open and"."""
+    words, items = _list(sentence)
+    return words.rsplit(" ", 1)[0] if items else " ".join(sentence.split()[:-2])
+
+
 def _same_list(sentence: str, dropped: str, added: str | None) -> bool:
     """Whether `sentence` is the list `dropped` was, with other items: the same words before the items, or
     an empty form (no items) of the same kind as either."""
@@ -176,10 +189,25 @@ def _reclause(sentence: str, added: str) -> str:
     return _clauses(added)[0] + _clauses(sentence)[1]
 
 
-def _fits(sentence: str, dropped: str, args: Sequence[str]) -> bool:
+def _emptied(words: str, empty: Mapping[str, str] | None) -> str | None:
+    """The empty form of a list under `words`, where `empty` (a list's last lead word -> what its empty form
+    says after the rest of the lead, learnt from the log) knows it: "The box is open and holds" -> "The box is
+    open and is empty."; None where it does not."""
+    lead, _, last = words.rpartition(" ")
+    tail = None if empty is None else empty.get(last)
+    return None if tail is None or not lead else f"{lead} {tail}"
+
+
+def _leaves(items, named, d_items, words: str, empty: Mapping[str, str] | None) -> bool:
+    """Whether an edit can write what a list of `items` under `words` keeps when the `named` items go: other
+    items, or none where the edit's own list emptied (all its `d_items` named) or the empty form is known."""
+    return any(i not in named for i in items) or all(i in named for i in d_items) or bool(_emptied(words, empty))
+
+
+def _fits(sentence: str, dropped: str, args: Sequence[str], empty: Mapping[str, str] | None = None) -> bool:
     """Whether an edit that dropped `dropped` (its slots filled) applies to `sentence`: the same sentence, the
     same main clause, or the same list holding every item the action names that `dropped` held, where the
-    edit can write what is left (other items, or none where the edit's own list emptied)."""
+    edit can write what is left (`_leaves`)."""
     if sentence == dropped or _same_clause(sentence, dropped):
         return True
     words, items = _list(sentence)
@@ -187,19 +215,45 @@ def _fits(sentence: str, dropped: str, args: Sequence[str]) -> bool:
     named = [i for i in d_items if re.sub(r"^(?:a|an) ", "", i) in args]
     if not (items and words == d_words and named and all(i in items for i in named)):
         return False
-    return any(i not in named for i in items) or all(i in named for i in d_items)
+    return _leaves(items, named, d_items, words, empty)
 
 
-def _relist(sentence: str, dropped: str, added: str | None) -> str:
+def _renaming(
+    sentence: str, dropped: str, args: Sequence[str], empty: Mapping[str, str] | None = None
+) -> tuple[str, str] | None:
+    """Where `dropped` (slots filled) lists an item the action names that `sentence` lists too, under words
+    that differ from its own by one name only, the two names (theirs, ours): "The wicker basket is open and
+    holds an apple." in `sentence` "The tool box is open and holds an apple and a pen." -> ("wicker basket",
+    "tool box"), a list in another holder of the same kind, which the edit applies to as to its own. None
+    where the words are the same or differ otherwise, or the edit cannot write what is left (as `_fits`)."""
+    words, items = _list(sentence)
+    d_words, d_items = _list(dropped)
+    named = [i for i in d_items if re.sub(r"^(?:a|an) ", "", i) in args]
+    if not (items and named and all(i in items for i in named)) or words == d_words:
+        return None
+    if not _leaves(items, named, d_items, words, empty):
+        return None
+    a, b = d_words.split(), words.split()
+    pre = next((k for k, (u, v) in enumerate(zip(a, b)) if u != v), min(len(a), len(b)))
+    suf = next((k for k, (u, v) in enumerate(zip(reversed(a), reversed(b))) if u != v), min(len(a), len(b)))
+    theirs, ours = a[pre : len(a) - suf], b[pre : len(b) - suf]
+    if suf < 2 or not theirs or not ours or len(theirs) > 3 or len(ours) > 3:
+        return None
+    return " ".join(theirs), " ".join(ours)
+
+
+def _relist(sentence: str, dropped: str, added: str | None, empty: Mapping[str, str] | None = None) -> str:
     """`sentence` with the items the edit took away (in `dropped`, not in `added`) removed and those it
-    brought added; an empty list becomes the edit's empty form."""
+    brought added; an empty list becomes the edit's empty form, else the log's (`_emptied`)."""
     words, items = _list(sentence)
     d_words, d_items = _list(dropped)
     a_words, a_items = _list(added) if added is not None else (d_words, [])
     gone, new = set(d_items) - set(a_items), [i for i in a_items if i not in d_items]
     items = [i for i in items if i not in gone] + [i for i in new if i not in items]
     if not items:
-        return added if added is not None and not a_items else dropped if not d_items else sentence
+        if added is not None and not a_items:
+            return added
+        return dropped if not d_items else _emptied(words, empty) or sentence
     lead = a_words if a_items else d_words if d_items else words
     return f"{lead} {_joined(items)}."
 
@@ -225,6 +279,36 @@ class _Edit:
     next_admissible: tuple[str, ...] | None  # templates of the whole next list (for a scene change)
     reward: float
     done: bool
+
+
+def _renamed(edit: _Edit, x: list[str], args: Sequence[str], empty: Mapping[str, str]) -> _Edit:
+    """`edit` with each holder whose list it dropped, where x has none of its own that the list fits, named as
+    x's holder that `_renaming` finds (in every sentence and action of the edit)."""
+    names: dict[str, str] = {}
+    for t in edit.dropped:
+        d = _fill(t, args)
+        if "{" not in t or any(_fits(y, d, args, empty) for y in x if kind(y) == kind(d)):
+            continue
+        found = next((r for r in (_renaming(y, d, args, empty) for y in x) if r is not None), None)
+        if found is not None:
+            names.setdefault(*found)
+    if not names:
+        return edit
+    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")\b")
+
+    def swap(texts):
+        return None if texts is None else tuple(pattern.sub(lambda m: names[m[1]], t) for t in texts)
+
+    return replace(
+        edit,
+        dropped=swap(edit.dropped),
+        added=swap(edit.added),
+        feedback=swap(edit.feedback),
+        scene_body=swap(edit.scene_body),
+        adm_dropped=swap(edit.adm_dropped),
+        adm_added=swap(edit.adm_added),
+        next_admissible=swap(edit.next_admissible),
+    )
 
 
 @dataclass
@@ -266,6 +350,8 @@ class AnalogyWorld:
         # (seed, observation, action) -> the successors that world logged: (next state, reward, end)
         self.own_moves: dict[tuple[int, str, str], list[tuple[str, list[str] | None, float, bool]]] = defaultdict(list)
         self.own_lists: dict[tuple, list[str]] = {}  # (seed, sentences past the feedback) -> its logged list
+        # (seed, scene sentence, action, again) -> what that world's steps of the action there paid and ended
+        self.own_pay: dict[tuple, list[tuple[float, bool]]] = defaultdict(list)
         survived: dict[str, int] = defaultdict(int)
         seen: dict[str, int] = defaultdict(int)
         kept_kinds: dict[str, int] = defaultdict(int)
@@ -284,12 +370,16 @@ class AnalogyWorld:
                 self.own_moves[(ep.seed, obs[t], step.action)].append(
                     (obs[t + 1], lists[t + 1], step.reward, ep.ended(t))
                 )
+                again = step.action in taken
+                self.own_pay[(ep.seed, self._scene(obs[t]), step.action, again)].append((step.reward, ep.ended(t)))
                 before, after = sentences(obs[t]), sentences(obs[t + 1])
                 for s in before:
                     seen[s] += 1
                     survived[s] += s in after
                 edit = self._edit(step.action, before, after, lists[t], lists[t + 1], step.reward, ep.ended(t))
-                counts[self._key(ep.task, step.action, step.action in taken)][edit] += 1
+                role = self._role(ep.task, obs[t])
+                for r in (role, None):  # filed under the scene's role, and under any role
+                    counts[self._key(ep.task, step.action, again, r)][edit] += 1
                 taken.add(step.action)
                 if edit.scene:
                     for s in set(before) & set(after):
@@ -298,17 +388,34 @@ class AnalogyWorld:
                         for a in lists[t]:
                             list_seen[_template(a)] += 1
                             list_kept[_template(a)] += a in lists[t + 1]
-        self.own_moves = dict(self.own_moves)
+        self.own_moves, self.own_pay = dict(self.own_moves), dict(self.own_pay)
         self._best: dict[tuple, np.ndarray] = {}  # (key, action, observation) -> the best-fitting edits
         # the words before a logged list's items, by those words but their last ("The chest is open and "),
         # which an empty form of the same list shares ("The chest is open and is empty.")
         self.list_words: dict[str, str] = {}
+        # a list's last lead word -> what its empty form says after the rest of its lead, where the log showed
+        # a list emptied in a step ("The box is open and holds a coin." -> "... and is empty.": "holds" -> "is
+        # empty."; "You carry a coin." -> "You carry nothing.": "carry" -> "carry nothing.")
+        empties: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for ep in episodes:
-            for o in [s.observation for s in ep.steps]:
+            obs = [s.observation for s in ep.steps] + [ep.final_observation]
+            for o in obs[:-1]:
                 for y in sentences(o):
                     words, items = _list(y)
                     if items:
                         self.list_words.setdefault(words.rsplit(" ", 1)[0] + " ", words)
+            for o, o_next in zip(obs, obs[1:]):  # a list the step dropped, an empty sentence it added
+                before, after = self._body(sentences(o)), self._body(sentences(o_next))
+                new = [z for z in after if z not in before and not _list(z)[1]]
+                for y in before:
+                    words, items = _list(y)
+                    lead, _, last = words.rpartition(" ")
+                    if not items or not lead or y in after:
+                        continue
+                    for z in new:
+                        if z.startswith(lead + " "):
+                            empties[last][z[len(lead) + 1 :]] += 1
+        self.empty = {last: max(tails, key=tails.get) for last, tails in empties.items()}
         # each distinct edit once, with how often the log made it (ties are drawn in proportion)
         self.edits = {k: list(v) for k, v in counts.items()}
         self.weights = {k: np.array(list(v.values()), dtype=float) for k, v in counts.items()}
@@ -320,20 +427,31 @@ class AnalogyWorld:
                 for t in set(e.dropped):
                     by_template[t].append(i)
             self.dropping[k] = {t: np.array(ids) for t, ids in by_template.items()}
+        # per key, each edit's items named in its own words (not a slot): an edit whose world held an item of
+        # the name the action names ("a bone key and {0:a}" taking the iron key) does not apply to that action
+        self.literal = {
+            k: [frozenset(n for t in e.dropped + e.added for n in _names_listed(t) if "{" not in n) for e in edits]
+            for k, edits in self.edits.items()
+        }
         self.transient = {s for s, n in seen.items() if survived[s] == 0}
         self.scene_kinds = set(kept_kinds)
         # the kinds of admissible action a change of scene keeps (what the agent carries: `drop the {0}`)
         self.carried = {t for t, n in list_seen.items() if list_kept[t] >= 0.9 * n}
 
     @staticmethod
-    def _key(task: str, action: str, again: bool) -> tuple[str, tuple[int, ...], bool]:
+    def _key(task: str, action: str, again: bool, role: int | None) -> tuple[str, tuple[int, ...], bool, int | None]:
         """Where the edits of `action` are filed: its template, where the task names each argument (0: not
-        at all, 1: in its first sentence, the goal; 2: only later, in its notes) and whether the episode took
-        the action before (`again`)."""
+        at all, 1: in its first sentence, the goal; 2: only later, in its notes), whether the episode took
+        the action before (`again`) and where the task names the scene it is taken in (`role`, the same
+        scale; None: any scene). Dropping the object the task asks for pays in the room the goal names."""
         args = arguments(action)
-        goal = sentences(task)[0] if task.strip() else ""
-        where = tuple(1 if arg in goal else 2 if arg in task else 0 for arg in args)
-        return _abstract(action, args), where, again
+        return _abstract(action, args), tuple(_where(task, arg) for arg in args), again, role
+
+    def _role(self, task: str, observation: str) -> int:
+        """Where the task names the scene of `observation` (`_where` of its scene sentence's noun phrases)."""
+        scene = self._scene(observation)
+        names = arguments(scene.rstrip(".!?")) if scene is not None else []
+        return max((_where(task, n) for n in names), key=lambda w: (w == 1, w == 2), default=0)
 
     def _edit(self, action, before, after, adm, next_adm, reward, done) -> _Edit:
         """The logged step from sentences `before` to `after` by `action` as an edit, its arguments slots."""
@@ -382,14 +500,20 @@ class AnalogyWorld:
         the action has no edit of its kind), else each of the best-matching edits applied."""
         matching = self._matching(state, action)
         if matching is None:
-            outcomes = self._logged(state, action) or [
-                (self._own(state, nxt), r, d) for nxt, r, d in self.nearest.outcomes(state, action)
-            ]
-            return _merged(outcomes, [1.0] * len(outcomes))
-        edits, w = matching
-        best = np.flatnonzero(w > 0)
-        outcomes = [(self._applied(state, action, edits[i]), edits[i].reward, edits[i].done) for i in best]
-        return _merged(outcomes, w[best].tolist())
+            logged = self._logged(state, action)
+            if logged:
+                return _merged(logged, [1.0] * len(logged))
+            outcomes = [(self._own(state, nxt), r, d) for nxt, r, d in self.nearest.outcomes(state, action)]
+            proposals = _merged(outcomes, [1.0] * len(outcomes))
+        else:
+            edits, w = matching
+            best = np.flatnonzero(w > 0)
+            outcomes = [(self._applied(state, action, edits[i]), edits[i].reward, edits[i].done) for i in best]
+            proposals = _merged(outcomes, w[best].tolist())
+        own = self._own_pay(state, action)
+        for p in proposals if own else []:  # as `_paid`: the own world's payment, its mean and share of ends
+            p.reward, p.done = float(np.mean([r for r, _ in own])), float(np.mean([d for _, d in own]))
+        return proposals
 
     def _matching(self, state: TextState, action: str) -> tuple[list[_Edit], np.ndarray] | None:
         """The edits of `action`'s key and their weights (how often the log made each; 0 for those that do
@@ -400,12 +524,13 @@ class AnalogyWorld:
         if (state.handle.seed, state.observation, action) in self.own_moves:
             return None
         again = any(a == action for _, a in state.history)
-        key = self._key(state.task, action, again)
-        if key not in self.edits:  # the log never took it again (or never the first time): the other
-            key = self._key(state.task, action, not again)
-        edits = self.edits.get(key)
-        if not edits:
+        role = self._role(state.task, state.observation)
+        # the log never took it here again (or never the first time): the other; then in any scene
+        order = ((again, role), (not again, role), (again, None), (not again, None))
+        key = next((k for k in (self._key(state.task, action, g, r) for g, r in order) if k in self.edits), None)
+        if key is None:
             return None
+        edits = self.edits[key]
         memo = (key, action, state.observation)
         best = self._best.get(memo)
         if best is None:
@@ -413,14 +538,20 @@ class AnalogyWorld:
             x = sentences(state.observation)
             kinds = {kind(y) for y in x}  # a sentence fits only one of its own kind (its first two words)
             scores = np.zeros(len(edits))
+            lists = [y for y in x if _list(y)[1]]
+            misses = np.zeros(len(edits))
             for t, ids in self.dropping[key].items():  # each dropped sentence that x holds, or one it fits
-                if "{" not in kind(t) and kind(t) not in kinds:
-                    continue
-                d = _fill(t, args)
-                if any(_fits(y, d, args) for y in x if kind(y) == kind(d)):
+                d = _fill(t, args) if "{" in t or kind(t) in kinds else None
+                if d is not None and any(_fits(y, d, args, self.empty) for y in x if kind(y) == kind(d)):
                     scores[ids] += 1
+                elif d is not None and "{" in t and any(_renaming(y, d, args, self.empty) for y in lists):
+                    scores[ids] += 1  # a list in another holder: the edit applies under our holder's name
+                elif d is None or kind(d) not in kinds:
+                    misses[ids] += 1  # x has no sentence of its kind: the edit drops what x does not show
             if len(self._best) >= BEST_MEMO:
                 self._best.clear()
+            scores[misses > misses.min()] = -1
+            scores[[bool(names & set(args)) for names in self.literal[key]]] = -2
             best = self._best[memo] = scores == scores.max()
         return edits, self.weights[key] * best
 
@@ -431,10 +562,25 @@ class AnalogyWorld:
             if logged:
                 return logged[int(rng.integers(len(logged)))]
             nxt, reward, done = self.nearest.step(state, action, rng)
-            return self._own(state, nxt), reward, done
+            return self._own(state, nxt), *self._paid(state, action, reward, done, rng)
         edits, w = matching
         edit = edits[int(rng.choice(len(edits), p=w / w.sum()))]
-        return self._applied(state, action, edit), edit.reward, edit.done
+        return self._applied(state, action, edit), *self._paid(state, action, edit.reward, edit.done, rng)
+
+    def _own_pay(self, state: TextState, action: str) -> list[tuple[float, bool]] | None:
+        """What the rollout's own logged world paid and ended where it took `action` in the same scene, as the
+        first time or again as the rollout does (None where it never did)."""
+        again = any(a == action for _, a in state.history)
+        return self.own_pay.get((state.handle.seed, self._scene(state.observation), action, again))
+
+    def _paid(self, state, action, reward, done, rng) -> tuple[float, bool]:
+        """The step's reward and end: one of the own world's for the same action in the same scene (a
+        world pays its own milestones: other worlds' edits pay what the action earned where the behaviour
+        agents took it, mostly where it paid), else the edit's."""
+        own = self._own_pay(state, action)
+        if not own:
+            return reward, done
+        return own[int(rng.integers(len(own)))] if len(own) > 1 else own[0]
 
     def _logged(self, state: TextState, action: str) -> list[tuple[TextState, float, bool]]:
         """The successors the rollout's own world logged from exactly this state by `action` ([] if none). A
@@ -465,7 +611,8 @@ class AnalogyWorld:
     def _applied(self, state: TextState, action: str, edit: _Edit) -> TextState:
         """The state after `edit`, its slots filled with `action`'s arguments, is applied to `state`."""
         args = arguments(action)
-        observation, admissible = self._apply(state, edit, args, sentences(state.observation))
+        x = sentences(state.observation)
+        observation, admissible = self._apply(state, _renamed(edit, x, args, self.empty), args, x)
         # a state the rollout's own world logged (the same text past the feedback) has its logged list
         logged = self.own_lists.get((state.handle.seed, tuple(self._body(sentences(observation)))))
         admissible = logged if logged is not None else admissible
@@ -548,14 +695,21 @@ class AnalogyWorld:
                 continue
             i = next((k for k, y in enumerate(body) if _same_list(y, d, a)), None)
             if i is not None:
-                body[i] = _relist(body[i], d, a)
+                body[i] = _relist(body[i], d, a, self.empty)
             elif a is not None:
                 extra.append(a)
         body += [s for s in extra if s not in body]
         # what the edit revealed (a list of items under words, "The basket is open and holds ...") as the
         # rollout's own world first showed it, where its log did
+        # (not a list the action emptied of what it names: "take the coin" leaves "The chest ... is empty.")
+        emptied = {_lead(d) for d in dropped if set(_names_listed(d)) & set(args)}
         revealed = [
-            s for s in added if s not in x and kind(s) not in self.scene_kinds and not set(_names_listed(s)) & set(args)
+            s
+            for s in added
+            if s not in x
+            and kind(s) not in self.scene_kinds
+            and not set(_names_listed(s)) & set(args)
+            and _lead(s) not in emptied
         ]  # a list of items the action did not name: what it revealed (an opened container's contents)
         shown = {s: self._own_list(state, s, args) for s in revealed}
         body = [shown.get(s, s) for s in body]
@@ -595,10 +749,8 @@ class AnalogyWorld:
         with no items (the words but their last: "The chest is open and" is empty); else, where the task
         places items in what the action names ("the coin is in the chest"), those items; else `sentence`."""
         words, items = _list(sentence)
-        if items:
-            lead = words.rsplit(" ", 1)[0] + " "
-        else:  # an empty form ("The chest is open and is empty."): where the log lists items after its lead
-            lead = " ".join(sentence.split()[:-2]) + " "
+        lead = _lead(sentence) + " "
+        if not items:  # an empty form ("The chest is open and is empty."): where the log lists items after its lead
             words = self.list_words.get(lead)
             if words is None:
                 return sentence
