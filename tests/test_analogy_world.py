@@ -379,3 +379,144 @@ def test_an_edit_that_revealed_nothing_shows_what_the_rollouts_world_holds_there
     task = "Find the saw. Notes: the crate is in the barn."
     nxt, _, _ = world.step(world.start(LoggedStart(task, closed, None, 53)), "open the crate", rng)
     assert "The crate is open and is empty." in nxt.observation
+
+
+def test_a_world_pays_its_own_milestones_where_its_log_took_the_action_in_the_same_scene():
+    den = "You are in the den. On the floor you see a coin. You carry nothing."
+    taken = "You take the coin. You are in the den. The floor is empty. You carry a coin."
+    log = [
+        _episode(60, "Take the coin.", [den, taken], ["take the coin"], [0.25]),  # a world of four milestones
+        *[
+            _episode(
+                s, "Take the coin.", [den.replace("den", room), taken.replace("den", room)], ["take the coin"], [0.5]
+            )
+            for s, room in ((61, "attic"), (62, "barn"))
+        ],
+    ]
+    world, rng = AnalogyWorld(log), np.random.default_rng(0)
+    # world 60 carrying a plum: not its logged state, an edit; the step pays what world 60 paid in the den
+    plum = "You are in the den. On the floor you see a coin. You carry a plum."
+    nxt, reward, done = world.step(world.start(LoggedStart("Take the coin.", plum, None, 60)), "take the coin", rng)
+    assert nxt.observation == "You take the coin. You are in the den. The floor is empty. You carry a plum and a coin."
+    assert (reward, done) == (0.25, False)
+    # the proposals pay the same; in a scene its log never took it in, the edits' mean (one 0.25, two 0.5)
+    [p] = world.proposals(world.start(LoggedStart("Take the coin.", plum, None, 60)), "take the coin")
+    assert (p.reward, p.done) == (0.25, 0.0)
+    loft = "You are in the loft. On the floor you see a coin. You carry a plum."
+    [p] = world.proposals(world.start(LoggedStart("Take the coin.", loft, None, 60)), "take the coin")
+    assert p.reward == (0.25 + 0.5 + 0.5) / 3
+
+
+def test_dropping_the_goals_object_pays_in_the_room_the_goal_names_and_not_elsewhere():
+    def drop(seed, room, goal_room, reward, done):
+        before = f"You are in the {room}. The floor is empty. You carry a coin."
+        after = f"You drop the coin. You are in the {room}. On the floor you see a coin. You carry nothing."
+        ep = _episode(
+            seed, f"Bring the coin to the {goal_room} and drop it there.", [before, after], ["drop the coin"], [reward]
+        )
+        ep.steps[-1].done = done
+        return ep
+
+    # the log's behaviour agents dropped the object where it paid more often than elsewhere
+    log = [drop(s, "hall", "hall", 0.5, True) for s in range(70, 75)] + [drop(75, "den", "hall", 0.0, False)]
+    world, rng = AnalogyWorld(log), np.random.default_rng(0)
+    task = "Bring the apple to the yard and drop it there."
+    for room, paid in (("yard", (0.5, True)), ("barn", (0.0, False))):
+        start = f"You are in the {room}. The floor is empty. You carry an apple."
+        _, reward, done = world.step(world.start(LoggedStart(task, start, None, 99)), "drop the apple", rng)
+        assert (reward, done) == paid, room
+
+
+def test_an_item_is_taken_from_a_holder_the_log_never_took_from_and_the_list_left_empty_as_the_log_writes_it():
+    loft = "You are in the loft. The floor is empty. The box is open and holds a cup and a pen. You carry nothing."
+    log = [
+        _episode(
+            80,
+            "Take the cup.",
+            [
+                loft,
+                "You take the cup. You are in the loft. The floor is empty. The box is open and holds a pen. You carry a cup.",
+            ],
+            ["take the cup"],
+            [0.5],
+        ),
+        _episode(  # another box emptied: the log's empty form of a holder's list
+            81,
+            "Take the pen.",
+            [
+                "You are in the den. The floor is empty. The crate is open and holds a pen. You carry nothing.",
+                "You take the pen. You are in the den. The floor is empty. The crate is open and is empty. You carry a pen.",
+            ],
+            ["take the pen"],
+            [0.5],
+        ),
+        _episode(  # a floor take (its inventory fits ours exactly, its floor does not)
+            82,
+            "Take the cup.",
+            [
+                "You are in the yard. On the floor you see a cup. You carry a key.",
+                "You take the cup. You are in the yard. The floor is empty. You carry a key and a cup.",
+            ],
+            ["take the cup"],
+            [0.5],
+        ),
+    ]
+    world = AnalogyWorld(log)
+    assert world.empty["holds"] == "is empty."  # learnt from world 81
+    start = "You are in the attic. The floor is empty. The glass case is open and holds a cup. You carry a key."
+    for k in range(5):  # the box's edit, under the glass case's name; its list left as the log writes it empty
+        nxt, _, _ = world.step(
+            world.start(LoggedStart("Take the cup.", start, None, 99)), "take the cup", np.random.default_rng(k)
+        )
+        assert nxt.observation == (
+            "You take the cup. You are in the attic. The floor is empty. The glass case is open and is empty. "
+            "You carry a key and a cup."
+        )
+
+
+def test_an_emptied_list_is_not_shown_as_the_rollouts_world_first_showed_it():
+    shed = "You are in the shed. The floor is empty. The crate is open and holds a saw. You carry nothing."
+    took = "You take the saw. You are in the shed. The floor is empty. The crate is open and is empty. You carry a saw."
+    log = [
+        _episode(90, "Find the saw.", [shed, took], ["take the saw"], [0.5]),
+        _episode(91, "Find the saw.", [shed.replace("shed", "barn"), shed.replace("shed", "barn")], ["look"], [0.0]),
+    ]
+    world, rng = AnalogyWorld(log), np.random.default_rng(0)
+    barn = "You are in the barn. The floor is empty. The crate is open and holds a saw. You carry a key."
+    nxt, _, _ = world.step(world.start(LoggedStart("Find the saw.", barn, None, 91)), "take the saw", rng)
+    assert "The crate is open and is empty." in nxt.observation  # not world 91's crate holding the saw
+
+
+def test_an_edit_whose_world_held_an_item_of_the_name_the_action_names_is_not_applied():
+    log = [
+        _episode(  # world 100 took the key from beside a coin
+            100,
+            "Explore.",
+            [
+                "You are in the den. On the floor you see a coin and a key. You carry nothing.",
+                "You take the key. You are in the den. On the floor you see a coin. You carry a key.",
+            ],
+            ["take the key"],
+            [0.0],
+        ),
+        _episode(  # world 101 took a coin lying alone
+            101,
+            "Explore.",
+            [
+                "You are in the hut. On the floor you see a coin. You carry nothing.",
+                "You take the coin. You are in the hut. The floor is empty. You carry a coin.",
+            ],
+            ["take the coin"],
+            [0.0],
+        ),
+    ]
+    world = AnalogyWorld(log)
+    # taking the coin from beside a key: world 100's edit filled with "coin" would read "a coin and a coin"
+    start = "You are in the attic. On the floor you see a coin and a key. You carry nothing."
+    for k in range(5):
+        nxt, _, _ = world.step(
+            world.start(LoggedStart("Explore.", start, None, 99)), "take the coin", np.random.default_rng(k)
+        )
+        assert nxt.observation == (
+            "You take the coin. You are in the attic. On the floor you see a key. You carry a coin."
+        ), k
