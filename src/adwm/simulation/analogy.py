@@ -53,8 +53,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from adwm.data.schema import Episode
+from adwm.simulation.lister import ActionLister
 from adwm.simulation.worlds import LoggedStart, LoggedWorld, TextState
 
+LISTER_EXACT = 0.95  # the share of held-out logged lists the lister must rebuild for the world to use it
 BEST_MEMO = 200_000  # (state, action) pairs whose best-fitting edits are kept: rollouts revisit them
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 ARGUMENT = re.compile(r"\bthe ([a-z0-9][a-z0-9 '-]*?)(?= in | on | to | into | from | with |$)")
@@ -433,6 +435,9 @@ class AnalogyWorld:
             k: [frozenset(n for t in e.dropped + e.added for n in _names_listed(t) if "{" not in n) for e in edits]
             for k, edits in self.edits.items()
         }
+        # the lists of made-up states read off their sentences, where the rules rebuild the log's own lists
+        self.lister = ActionLister(episodes, self._body, arguments, _template, sentences, _list, _clauses)
+        self.listed = self.lister.exact >= LISTER_EXACT
         self.transient = {s for s, n in seen.items() if survived[s] == 0}
         self.scene_kinds = set(kept_kinds)
         # the kinds of admissible action a change of scene keeps (what the agent carries: `drop the {0}`)
@@ -485,8 +490,16 @@ class AnalogyWorld:
 
     def step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
         nxt, reward, done = self._step(state, action, rng)
+        nxt = self._listed(nxt)
         self.remember(state, nxt)
         return nxt, reward, done
+
+    def _listed(self, state: TextState) -> TextState:
+        """`state` with the list the lister reads off its sentences, where the lister is used (`listed`) and
+        the state has a list (not a free-form one)."""
+        if not self.listed or state.admissible is None:
+            return state
+        return TextState(state.task, state.observation, self.lister(state.observation), state.history, state.handle)
 
     def remember(self, state: TextState, nxt: TextState) -> None:
         """Keep the scene `state` showed, as it was, for a return to it, where the step to `nxt` left it."""
@@ -498,21 +511,23 @@ class AnalogyWorld:
         """Every next state the world may move to from `state` by `action`, each observation once, with how
         often the log made it: the logged successors (`nearest`'s, where the log took the action there or
         the action has no edit of its kind), else each of the best-matching edits applied."""
-        matching = self._matching(state, action)
+        matching, own = self._matching(state, action), None
         if matching is None:
-            logged = self._logged(state, action)
-            if logged:
-                return _merged(logged, [1.0] * len(logged))
-            outcomes = [(self._own(state, nxt), r, d) for nxt, r, d in self.nearest.outcomes(state, action)]
+            outcomes = self._logged(state, action)
+            if not outcomes:
+                outcomes = [(self._own(state, nxt), r, d) for nxt, r, d in self.nearest.outcomes(state, action)]
+                own = self._own_pay(state, action)
             proposals = _merged(outcomes, [1.0] * len(outcomes))
         else:
             edits, w = matching
             best = np.flatnonzero(w > 0)
             outcomes = [(self._applied(state, action, edits[i]), edits[i].reward, edits[i].done) for i in best]
             proposals = _merged(outcomes, w[best].tolist())
-        own = self._own_pay(state, action)
-        for p in proposals if own else []:  # as `_paid`: the own world's payment, its mean and share of ends
-            p.reward, p.done = float(np.mean([r for r, _ in own])), float(np.mean([d for _, d in own]))
+            own = self._own_pay(state, action)
+        for p in proposals:
+            p.state = self._listed(p.state)
+            if own:  # as `_paid`: the own world's payment, its mean and share of ends
+                p.reward, p.done = float(np.mean([r for r, _ in own])), float(np.mean([d for _, d in own]))
         return proposals
 
     def _matching(self, state: TextState, action: str) -> tuple[list[_Edit], np.ndarray] | None:
