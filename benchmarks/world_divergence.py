@@ -16,7 +16,8 @@ start's seed on the same actions. Each simulated step is filed by what the world
 
 and by whether the rollout was in step with the real world before it (the same scene past the feedback,
 the items of a list in any order).
-Per kind: how many steps, the share in step before, the share of those still in step after, and the
+Per kind: how many steps, the share in step before, the share of those still in step after, the share of
+those whose admissible list was the real one (the agent picks from it: `same_list`), and the
 discounted reward the world paid minus what the real environment paid for the same action (summed over
 rollouts, divided by their number: the kind's share of J_hat_sim - real_return). After the real episode ends
 the simulated rewards are filed as `after_real_end`. Writes an entry per run.root, world and policy to
@@ -89,7 +90,7 @@ class Shadowed:
         env = self.make()
         r = env.reset(start.seed)
         key = len(self.real)
-        self.real[key] = {"env": env, "obs": r.observation, "done": False, "t": 0}
+        self.real[key] = {"env": env, "obs": r.observation, "adm": r.admissible, "done": False, "t": 0}
         self.n_rollouts += 1
         return TextState(state.task, state.observation, state.admissible, state.history, (key, state.handle))
 
@@ -107,8 +108,9 @@ class Shadowed:
         else:
             s = self.stats[self.world.kind]
             before = self.body(state.observation) == self.body(shadow["obs"])
+            s["same_list"] += before and set(state.admissible or []) == set(shadow["adm"] or [])
             real = shadow["env"].step(action)
-            shadow["obs"], shadow["done"] = real.observation, real.done
+            shadow["obs"], shadow["adm"], shadow["done"] = real.observation, real.admissible, real.done
             s["steps"] += 1
             s["in_step"] += before
             s["kept"] += before and self.body(nxt.observation) == self.body(real.observation)
@@ -133,6 +135,7 @@ class Shadowed:
                 "steps": int(s["steps"]),
                 "in_step": s["in_step"] / s["steps"],
                 "kept": s["kept"] / s["in_step"] if s["in_step"] else float("nan"),
+                "same_list": s["same_list"] / s["in_step"] if s["in_step"] else float("nan"),
                 "refused": s["refused"] / s["steps"],
                 "paid_minus_real": (s["paid"] - s["real_paid"]) / self.n_rollouts,
             }

@@ -77,5 +77,5 @@ def test_a_world_that_replays_its_own_log_is_in_step_with_the_real_one_and_pays_
             state, _, _ = shadowed.step(state, step.action, draws)
     report = shadowed.report()
     assert set(report) == {"logged"} and report["logged"]["steps"] == sum(len(ep.steps) for ep in log)
-    assert report["logged"]["in_step"] == report["logged"]["kept"] == 1.0
+    assert report["logged"]["in_step"] == report["logged"]["kept"] == report["logged"]["same_list"] == 1.0
     assert report["logged"]["refused"] == 0.0 and report["logged"]["paid_minus_real"] == pytest.approx(0.0)

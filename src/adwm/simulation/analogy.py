@@ -11,9 +11,11 @@ silver coin.", whichever world it is. So each logged transition (s, a, s') is ke
   (`take the {0}`), in the sentences s' dropped, in the sentences it added and in the admissible actions
   the step removed and added;
 * the edit is filed under the action's template, where the task names each argument (its first
-  sentence, the goal; later, its notes; or not at all) and whether the episode took the action before, so
-  that taking the object the task asks for, taking another and taking one again are different edits (they
-  pay differently).
+  sentence, the goal; later, its notes; or not at all), whether the episode took the action before and
+  where the task names the scene it was taken in, so that taking the object the task asks for, taking
+  another, taking one again and dropping it in the room the goal names or elsewhere are different edits
+  (they pay differently); each is also filed under the same key with any scene, for keys the log never
+  took in a scene of that kind.
 
 At a state x and action a:
 
@@ -21,8 +23,11 @@ At a state x and action a:
    the same text is not taken: worlds share texts, an empty room with the same doors, whose moves lead to
    different rooms);
 2. else the edits of a's key, their slots filled with a's arguments: one of those whose dropped sentences
-   x holds most of (or sentences they fit, below) is applied (drawn in proportion to how often the log
-   made it). x loses its previous feedback (what precedes its scene sentence, the kind of sentence a
+   x holds most of (or sentences they fit, below), among those that drop fewest sentences of kinds x does
+   not show and whose own items do not share a name with a's arguments, is applied (drawn in proportion to
+   how often the log made it). A list in another holder of the same kind ("The basket is open and holds
+   a coin." where x has "The box is open and holds a coin.") fits under x's holder's name, and a list left
+   empty is written as the log writes that kind of list empty. x loses its previous feedback (what precedes its scene sentence, the kind of sentence a
    logged episode opens with); the new feedback leads (a feedback sentence that repeated one of the
    edit's next state, the answer to `inventory`, repeats ours), and the k-th dropped sentence becomes the
    k-th added one in place. Where x lacks a dropped sentence, a sentence of x with the same main clause
@@ -36,7 +41,10 @@ At a state x and action a:
    sentences of the kinds a change of scene keeps (the inventory). The admissible list is edited the same
    way (the edit's world's items swapped for ours, actions on what the new state does not show left out;
    across a change of scene, the actions on what the rollout carries kept); a state the rollout's own
-   world logged has its logged list. The reward and the end are the edit's;
+   world logged has its logged list. Where rules learnt from the log's lists rebuild them (`lister.py`),
+   every next state's list is instead the one its sentences allow. The reward and the end are what the
+   rollout's own logged world paid and ended where it took a in the same scene (the first time, or again,
+   as the rollout does: a world pays its own milestones), else the edit's;
 3. an action with no edit of its key falls back to `nearest`.
 
 The arguments are found by the article-marked English of the built-in world and TextWorld's commands
@@ -495,11 +503,17 @@ class AnalogyWorld:
         return nxt, reward, done
 
     def _listed(self, state: TextState) -> TextState:
-        """`state` with the list the lister reads off its sentences, where the lister is used (`listed`) and
-        the state has a list (not a free-form one)."""
-        if not self.listed or state.admissible is None:
+        """`state` with its logged list where the rollout's own world logged it (the same text past the
+        feedback), else with the list the lister reads off its sentences where the lister is used (`listed`)
+        and the state has a list (not a free-form one)."""
+        if state.admissible is None:
             return state
-        return TextState(state.task, state.observation, self.lister(state.observation), state.history, state.handle)
+        admissible = self.own_lists.get((state.handle.seed, tuple(self._body(sentences(state.observation)))))
+        if admissible is None and self.listed:
+            admissible = self.lister(state.observation)
+        if admissible is None:
+            return state
+        return TextState(state.task, state.observation, admissible, state.history, state.handle)
 
     def remember(self, state: TextState, nxt: TextState) -> None:
         """Keep the scene `state` showed, as it was, for a return to it, where the step to `nxt` left it."""
@@ -628,9 +642,6 @@ class AnalogyWorld:
         args = arguments(action)
         x = sentences(state.observation)
         observation, admissible = self._apply(state, _renamed(edit, x, args, self.empty), args, x)
-        # a state the rollout's own world logged (the same text past the feedback) has its logged list
-        logged = self.own_lists.get((state.handle.seed, tuple(self._body(sentences(observation)))))
-        admissible = logged if logged is not None else admissible
         history = [*state.history, (state.observation, action)]
         return TextState(state.task, observation, admissible, history, state.handle)
 
