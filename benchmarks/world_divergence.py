@@ -1,6 +1,6 @@
 """Where does a text world's simulated value part from the real one? Each step shadowed by the real environment.
 
-    .venv/bin/python benchmarks/world_divergence.py [--world analogy] [--rollouts N] [overrides ...]
+    .venv/bin/python benchmarks/world_divergence.py [--world analogy] [--rollouts N] [--by-template] [overrides ...]
     # e.g. seed=0 run.root=runs/v0
 
 Needs a finished `adwm quickstart` (its log and ground truth) under run.root. For each policy of the family,
@@ -19,7 +19,9 @@ the items of a list in any order).
 Per kind: how many steps, the share in step before, the share of those still in step after, the share of
 those whose admissible list was the real one (the agent picks from it: `same_list`), and the
 discounted reward the world paid minus what the real environment paid for the same action (summed over
-rollouts, divided by their number: the kind's share of J_hat_sim - real_return). After the real episode ends
+rollouts, divided by their number: the kind's share of J_hat_sim - real_return). With `--by-template`, the
+same per kind, action template (`take the {0}`), first or repeated action and in step or not before it,
+and per template the in-step steps whose list lacked or added actions of it. After the real episode ends
 the simulated rewards are filed as `after_real_end`. Writes an entry per run.root, world and policy to
 `benchmarks/results/world_divergence.json`.
 """
@@ -42,7 +44,7 @@ from adwm.evaluation.family import family_policies
 from adwm.evaluation.metrics import family_metrics
 from adwm.policies.factory import build_policy
 from adwm.runtime.atomic import read_json, update_json
-from adwm.simulation.analogy import AnalogyWorld, _list, kind, openings, sentences
+from adwm.simulation.analogy import AnalogyWorld, _list, _template, kind, openings, sentences
 from adwm.simulation.worlds import LoggedStart, LoggedWorld, TextState, logged_episode_starts, rollout_world
 
 OUT = Path(__file__).resolve().parent / "results" / "world_divergence.json"
@@ -83,6 +85,8 @@ class Shadowed:
         self.world, self.make, self.body, self.gamma = world, make, body, gamma
         self.real: dict[int, dict] = {}
         self.stats = {k: defaultdict(float) for k in KINDS}
+        self.by_template: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.lists: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # template -> missing, extra
         self.n_rollouts = 0
 
     def start(self, start: LoggedStart) -> TextState:
@@ -108,7 +112,12 @@ class Shadowed:
         else:
             s = self.stats[self.world.kind]
             before = self.body(state.observation) == self.body(shadow["obs"])
-            s["same_list"] += before and set(state.admissible or []) == set(shadow["adm"] or [])
+            sim_list, real_list = set(state.admissible or []), set(shadow["adm"] or [])
+            s["same_list"] += before and sim_list == real_list
+            for a in (real_list - sim_list) if before else ():
+                self.lists[_template(a)]["missing"] += 1
+            for a in (sim_list - real_list) if before else ():
+                self.lists[_template(a)]["extra"] += 1
             real = shadow["env"].step(action)
             shadow["obs"], shadow["adm"], shadow["done"] = real.observation, real.admissible, real.done
             s["steps"] += 1
@@ -117,6 +126,11 @@ class Shadowed:
             s["paid"] += disc * reward
             s["real_paid"] += disc * real.reward
             s["refused"] += not real.info.get("admissible_action", True)
+            again = "again" if any(a == action for _, a in state.history) else "first"
+            t = self.by_template[f"{self.world.kind} | {_template(action)} | {again} | {'in' if before else 'off'}"]
+            t["steps"] += 1
+            t["paid"] += disc * reward
+            t["real_paid"] += disc * real.reward
         if done and not shadow["done"]:
             shadow["env"].close()
         return TextState(nxt.task, nxt.observation, nxt.admissible, nxt.history, (key, nxt.handle)), reward, done
@@ -125,6 +139,15 @@ class Shadowed:
         self.world.close()
         for shadow in self.real.values():
             shadow["env"].close()
+
+    def report_by_template(self) -> dict:
+        """Per kind, template, first or again, in step or not: steps and the reward paid minus the real one
+        (per rollout); per template, the in-step steps whose list lacked (`missing`) or added (`extra`) it."""
+        steps = {
+            k: {"steps": int(t["steps"]), "paid_minus_real": (t["paid"] - t["real_paid"]) / self.n_rollouts}
+            for k, t in sorted(self.by_template.items())
+        }
+        return {"steps": steps, "lists": {k: dict(v) for k, v in sorted(self.lists.items())}}
 
     def report(self) -> dict:
         out = {}
@@ -158,7 +181,7 @@ def _body(opening: set[str]):
     return body
 
 
-def main(world_name: str, n: int, overrides: list[str]) -> dict:
+def main(world_name: str, n: int, overrides: list[str], by_template: bool = False) -> dict:
     cfg = load_config(overrides, "evaluate")
     dm = TrajectoryDataModule(DataConfig(**cfg.data), cfg.seed, cfg.env.name)
     dm.setup()
@@ -184,6 +207,8 @@ def main(world_name: str, n: int, overrides: list[str]) -> dict:
             "real_return": real,
             "kinds": report,
         }
+        if by_template:
+            entry[pcfg.name]["by_template"] = shadowed.report_by_template()
         j_true.append(truth[pcfg.name]["J"])
         j_hat.append(float(returns.mean()))
         print(pcfg.name, json.dumps(entry[pcfg.name]), flush=True)
@@ -198,6 +223,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", choices=("analogy", "nearest"), default="analogy")
     parser.add_argument("--rollouts", type=int, default=96)
+    parser.add_argument("--by-template", action="store_true", help="the figures per action template too")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
-    main(args.world, args.rollouts, args.overrides)
+    main(args.world, args.rollouts, args.overrides, args.by_template)

@@ -79,3 +79,8 @@ def test_a_world_that_replays_its_own_log_is_in_step_with_the_real_one_and_pays_
     assert set(report) == {"logged"} and report["logged"]["steps"] == sum(len(ep.steps) for ep in log)
     assert report["logged"]["in_step"] == report["logged"]["kept"] == report["logged"]["same_list"] == 1.0
     assert report["logged"]["refused"] == 0.0 and report["logged"]["paid_minus_real"] == pytest.approx(0.0)
+    # per template: every step once, in step, paying what the real world paid; no list lacked or added anything
+    by = shadowed.report_by_template()
+    assert sum(t["steps"] for t in by["steps"].values()) == report["logged"]["steps"] and by["lists"] == {}
+    assert all(k.startswith("logged | ") and k.endswith(" | in") for k in by["steps"])
+    assert all(t["paid_minus_real"] == pytest.approx(0.0) for t in by["steps"].values())
