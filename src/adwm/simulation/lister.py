@@ -17,8 +17,8 @@ would in the real world. So the list of a made-up state is written by rules lear
 * a state lists a template filled, slot by slot, with each name the log filled that slot with whose set
   of shapes in this state is one of the slot's; a template without slots where most logged lists had it.
 
-`fit` checks the rules on logged states kept aside: `exact` is the share whose list they rebuild exactly
-(as sets). A caller uses the lister only where that share is high (a game whose lists do not follow from
+The rules are checked on logged states kept aside (every tenth) before they are learnt from the whole log:
+`exact` is the share whose list they rebuild exactly (as sets). A caller uses the lister only where that share is high (a game whose lists do not follow from
 its text keeps the edited lists).
 """
 
