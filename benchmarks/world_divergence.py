@@ -44,7 +44,7 @@ from adwm.evaluation.family import family_policies
 from adwm.evaluation.metrics import family_metrics
 from adwm.policies.factory import build_policy
 from adwm.runtime.atomic import read_json, update_json
-from adwm.simulation.analogy import AnalogyWorld, _list, _template, kind, openings, sentences
+from adwm.simulation.analogy import AnalogyWorld, _list, _template, kind, openings, sentences, taken_before
 from adwm.simulation.worlds import LoggedStart, LoggedWorld, TextState, logged_episode_starts, rollout_world
 
 OUT = Path(__file__).resolve().parent / "results" / "world_divergence.json"
@@ -126,7 +126,7 @@ class Shadowed:
             s["paid"] += disc * reward
             s["real_paid"] += disc * real.reward
             s["refused"] += not real.info.get("admissible_action", True)
-            again = "again" if any(a == action for _, a in state.history) else "first"
+            again = "again" if taken_before(state, action) else "first"
             t = self.by_template[f"{self.world.kind} | {_template(action)} | {again} | {'in' if before else 'off'}"]
             t["steps"] += 1
             t["paid"] += disc * reward

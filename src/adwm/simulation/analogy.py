@@ -22,29 +22,29 @@ At a state x and action a:
 1. where the rollout's own logged world took a at exactly x, its successor (another world's successor of
    the same text is not taken: worlds share texts, an empty room with the same doors, whose moves lead to
    different rooms);
-2. else the edits of a's key, their slots filled with a's arguments: one of those whose dropped sentences
-   x holds most of (or sentences they fit, below), among those that drop fewest sentences of kinds x does
-   not show and whose own items do not share a name with a's arguments, is applied (drawn in proportion to
-   how often the log made it). A list in another holder of the same kind ("The basket is open and holds
-   a coin." where x has "The box is open and holds a coin.") fits under x's holder's name, and a list left
-   empty is written as the log writes that kind of list empty. x loses its previous feedback (what precedes its scene sentence, the kind of sentence a
-   logged episode opens with); the new feedback leads (a feedback sentence that repeated one of the
-   edit's next state, the answer to `inventory`, repeats ours), and the k-th dropped sentence becomes the
-   k-th added one in place. Where x lacks a dropped sentence, a sentence of x with the same main clause
-   and more after it ("The door to the hall is closed, leading on to the attic.") takes the change of its
-   main clause, and a sentence that lists items under the same words ("On the floor you see a coin and an
-   apple.") the same change of its items. What the edit revealed (a list of items the action did not
-   name: an opened container's contents) is shown as the rollout's own logged world first showed it,
-   where its log did, else as the task places items there ("the coin is in the chest"), else as the
-   edit's world showed it. Where the edit changed the whole scene (a move), the new scene is the one the
+2. else the edits of a's key, their slots filled with a's arguments: one of those whose dropped sentences x
+   holds most of (or sentences they fit, below), among those that drop fewest sentences of kinds x does not
+   show and whose own items do not share a name with a's arguments, is applied (drawn in proportion to how
+   often the log made it). A list in another holder of the same kind ("The basket is open and holds a coin."
+   where x has "The box is open and holds a coin.") fits under x's holder's name, and a list left empty is
+   written as the log writes that kind of list empty. x loses its previous feedback (what precedes its scene
+   sentence, the kind of sentence a logged episode opens with); the new feedback leads (a feedback sentence
+   that repeated one of the edit's next state, the answer to `inventory`, repeats ours), and the k-th
+   dropped sentence becomes the k-th added one in place. Where x lacks a dropped sentence, a sentence of x
+   with the same main clause and more after it ("The door to the hall is closed, leading on to the attic.")
+   takes the change of its main clause, and a sentence that lists items under the same words ("On the floor
+   you see a coin and an apple.") the same change of its items. What the edit revealed (a list of items the
+   action did not name: an opened container's contents) is shown as the rollout's own logged world first
+   showed it, where its log did, else as the task places items there ("the coin is in the chest"), else as
+   the edit's world showed it. Where the edit changed the whole scene (a move), the new scene is the one the
    rollout left there, else the one its own logged world first showed, else the edit's own, with x's
    sentences of the kinds a change of scene keeps (the inventory). The admissible list is edited the same
    way (the edit's world's items swapped for ours, actions on what the new state does not show left out;
-   across a change of scene, the actions on what the rollout carries kept); a state the rollout's own
-   world logged has its logged list. Where rules learnt from the log's lists rebuild them (`lister.py`),
-   every next state's list is instead the one its sentences allow. The reward and the end are what the
-   rollout's own logged world paid and ended where it took a in the same scene (the first time, or again,
-   as the rollout does: a world pays its own milestones), else the edit's;
+   across a change of scene, the actions on what the rollout carries kept); a state the rollout's own world
+   logged has its logged list. Where rules learnt from the log's lists rebuild them (`lister.py`), every
+   next state's list is instead the one its sentences allow. The reward and the end are what the rollout's
+   own logged world paid and ended where it took a in the same scene (the first time, or again, as the
+   rollout does: a world pays its own milestones), else the edit's;
 3. an action with no edit of its key falls back to `nearest`.
 
 The arguments are found by the article-marked English of the built-in world and TextWorld's commands
@@ -89,6 +89,11 @@ def openings(episodes: Sequence[Episode]) -> set[str]:
     scene sentence ("You are"), which ends an observation's feedback."""
     firsts = [sentences(ep.steps[0].observation) for ep in episodes if ep.steps]
     return {kind(x[0]) for x in firsts if x}
+
+
+def taken_before(state: TextState, action: str) -> bool:
+    """Whether the rollout took `action` before (its edits and payments are those of an action `again`)."""
+    return any(a == action for _, a in state.history)
 
 
 def _article(name: str) -> str:
@@ -199,6 +204,11 @@ def _reclause(sentence: str, added: str) -> str:
     return _clauses(added)[0] + _clauses(sentence)[1]
 
 
+def _named(items: Sequence[str], args: Sequence[str]) -> list[str]:
+    """The items of a list ("a coin") that the action names (`args`: "coin")."""
+    return [i for i in items if re.sub(r"^(?:a|an) ", "", i) in args]
+
+
 def _emptied(words: str, empty: Mapping[str, str] | None) -> str | None:
     """The empty form of a list under `words`, where `empty` (a list's last lead word -> what its empty form
     says after the rest of the lead, learnt from the log) knows it: "The box is open and holds" -> "The box is
@@ -222,7 +232,7 @@ def _fits(sentence: str, dropped: str, args: Sequence[str], empty: Mapping[str, 
         return True
     words, items = _list(sentence)
     d_words, d_items = _list(dropped)
-    named = [i for i in d_items if re.sub(r"^(?:a|an) ", "", i) in args]
+    named = _named(d_items, args)
     if not (items and words == d_words and named and all(i in items for i in named)):
         return False
     return _leaves(items, named, d_items, words, empty)
@@ -238,7 +248,7 @@ def _renaming(
     where the words are the same or differ otherwise, or the edit cannot write what is left (as `_fits`)."""
     words, items = _list(sentence)
     d_words, d_items = _list(dropped)
-    named = [i for i in d_items if re.sub(r"^(?:a|an) ", "", i) in args]
+    named = _named(d_items, args)
     if not (items and named and all(i in items for i in named)) or words == d_words:
         return None
     if not _leaves(items, named, d_items, words, empty):
@@ -552,7 +562,7 @@ class AnalogyWorld:
         room with the same doors) whose moves lead to different rooms."""
         if (state.handle.seed, state.observation, action) in self.own_moves:
             return None
-        again = any(a == action for _, a in state.history)
+        again = taken_before(state, action)
         role = self._role(state.task, state.observation)
         # the log never took it here again (or never the first time): the other; then in any scene
         order = ((again, role), (not again, role), (again, None), (not again, None))
@@ -580,7 +590,8 @@ class AnalogyWorld:
             if len(self._best) >= BEST_MEMO:
                 self._best.clear()
             scores[misses > misses.min()] = -1
-            scores[[bool(names & set(args)) for names in self.literal[key]]] = -2
+            named = set(args)
+            scores[[bool(names & named) for names in self.literal[key]]] = -2
             best = self._best[memo] = scores == scores.max()
         return edits, self.weights[key] * best
 
@@ -599,7 +610,7 @@ class AnalogyWorld:
     def _own_pay(self, state: TextState, action: str) -> list[tuple[float, bool]] | None:
         """What the rollout's own logged world paid and ended where it took `action` in the same scene, as the
         first time or again as the rollout does (None where it never did)."""
-        again = any(a == action for _, a in state.history)
+        again = taken_before(state, action)
         return self.own_pay.get((state.handle.seed, self._scene(state.observation), action, again))
 
     def _paid(self, state, action, reward, done, rng) -> tuple[float, bool]:
