@@ -57,6 +57,7 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -66,19 +67,31 @@ from adwm.simulation.worlds import LoggedStart, LoggedWorld, TextState
 
 LISTER_EXACT = 0.95  # the share of held-out logged lists the lister must rebuild for the world to use it
 BEST_MEMO = 200_000  # (state, action) pairs whose best-fitting edits are kept: rollouts revisit them
+TEXT_MEMO = 1 << 18  # texts whose readings (sentences, lists, templates) are kept: a rollout reads each many times
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 ARGUMENT = re.compile(r"\bthe ([a-z0-9][a-z0-9 '-]*?)(?= in | on | to | into | from | with |$)")
 
 
 def sentences(text: str) -> list[str]:
-    return [s for s in SENTENCE.split(text.strip()) if s]
+    return list(_sentences(text))
+
+
+@lru_cache(maxsize=TEXT_MEMO)
+def _sentences(text: str) -> tuple[str, ...]:
+    return tuple(s for s in SENTENCE.split(text.strip()) if s)
 
 
 def arguments(action: str) -> list[str]:
     """The noun phrases an action names (`put the coin in the drawer` -> [coin, drawer])."""
-    return ARGUMENT.findall(action)
+    return list(_arguments(action))
 
 
+@lru_cache(maxsize=TEXT_MEMO)
+def _arguments(action: str) -> tuple[str, ...]:
+    return tuple(ARGUMENT.findall(action))
+
+
+@lru_cache(maxsize=TEXT_MEMO)
 def kind(sentence: str) -> str:
     """A sentence's kind: its first two words (`You carry`, `You are`)."""
     return " ".join(sentence.split()[:2])
@@ -107,12 +120,18 @@ def _joined(items: Sequence[str]) -> str:
 
 def _abstract(text: str, args: Sequence[str]) -> str:
     """`text` with each argument a slot; "a"/"an" before an argument become the slot's article `{k:a}`."""
+    return _abstracted(text, tuple(args))
+
+
+@lru_cache(maxsize=TEXT_MEMO)
+def _abstracted(text: str, args: tuple[str, ...]) -> str:
     for k, arg in sorted(enumerate(args), key=lambda ka: -len(ka[1])):
         text = re.sub(r"\b(?:a|an) " + re.escape(arg) + r"\b", f"{{{k}:a}}", text)
         text = re.sub(r"\b" + re.escape(arg) + r"\b", f"{{{k}}}", text)
     return text
 
 
+@lru_cache(maxsize=TEXT_MEMO)
 def _template(action: str) -> str:
     """An action with its own arguments as slots (`drop the {0}`)."""
     return _abstract(action, arguments(action))
@@ -125,6 +144,12 @@ def _where(task: str, name: str) -> int:
 
 
 def _fill(template: str, args: Sequence[str]) -> str:
+    """`template` with its slots filled with `args` (an article slot takes the argument's article)."""
+    return _filled(template, tuple(args))
+
+
+@lru_cache(maxsize=TEXT_MEMO)
+def _filled(template: str, args: tuple[str, ...]) -> str:
     for k, arg in enumerate(args):
         article = _article(arg)
         template = template.replace(f"{{{k}:a}}", f"{article} {arg}").replace(f"{{{k}}}", arg)
@@ -148,14 +173,15 @@ def _feedback(before: list[str], after: list[str], opening: set[str]) -> list[st
 _ITEM = re.compile(r"\b(?:a|an) ")
 
 
-def _list(sentence: str) -> tuple[str, list[str]]:
+@lru_cache(maxsize=TEXT_MEMO)
+def _list(sentence: str) -> tuple[str, tuple[str, ...]]:
     """(the words before its first a/an item, the items): "You carry a coin and an apple." -> ("You carry",
-    ["a coin", "an apple"]); a sentence without such items is its own words and no items."""
+    ("a coin", "an apple")); a sentence without such items is its own words and no items."""
     m = _ITEM.search(sentence)
     if m is None:
-        return sentence, []
+        return sentence, ()
     rest = sentence[m.start() :].rstrip(".")
-    return sentence[: m.start()].rstrip(), [p for p in re.split(r", | and ", rest) if p]
+    return sentence[: m.start()].rstrip(), tuple(p for p in re.split(r", | and ", rest) if p)
 
 
 def _names_listed(sentence: str) -> list[str]:
@@ -183,6 +209,7 @@ def _same_list(sentence: str, dropped: str, added: str | None) -> bool:
     )
 
 
+@lru_cache(maxsize=TEXT_MEMO)
 def _clauses(sentence: str) -> tuple[str, str]:
     """(its main clause, the rest from its first comma): "The door to the hall is closed, leading on to the
     attic." -> ("The door to the hall is closed", ", leading on to the attic.")."""
@@ -673,6 +700,8 @@ class AnalogyWorld:
             return " ".join(self._echoed(feedback, edit, body) + body), admissible
         body, swap = self._edited_scene(state, edit, args, x, feedback)
         feedback = self._echoed(feedback, edit, body)
+        if self.listed:  # the lister lists every next state (`_listed`): the edited list would not be read
+            return " ".join(feedback + body), state.admissible
         return " ".join(feedback + body), self._edited_list(state.admissible, edit, args, body, swap)
 
     @staticmethod

@@ -31,6 +31,7 @@ from itertools import product
 
 from adwm.data.schema import Episode
 
+SHAPE_MEMO = 1 << 18  # (sentence, name) pairs whose shapes are kept: logged and simulated states share sentences
 ARTICLE = re.compile(r"\b(?:an|a) ([@#])")
 
 
@@ -42,6 +43,7 @@ class ActionLister:
         `list_of` (words, items) and `clause` (main clause, rest) are the analogy module's readers."""
         self._body, self._arguments, self._template = body, arguments, template
         self._sentences, self._list, self._clause = sentences, list_of, clause
+        self._shapes: dict[tuple[str, str], tuple[str, str] | None] = {}  # (sentence, name) -> its shape
         pairs = [(s.observation, s.admissible) for ep in episodes for s in ep.steps if s.admissible is not None]
         names = {n for _, adm in pairs for a in adm for n in arguments(a)}
         self.names = sorted(names, key=len, reverse=True)
@@ -75,6 +77,14 @@ class ActionLister:
 
     def _shape(self, sentence: str, name: str) -> tuple[str, str] | None:
         """`name`'s shape in `sentence` (module docstring), None where the sentence does not name it."""
+        key = (sentence, name)
+        if key not in self._shapes:
+            if len(self._shapes) >= SHAPE_MEMO:
+                self._shapes.clear()
+            self._shapes[key] = self._read_shape(sentence, name)
+        return self._shapes[key]
+
+    def _read_shape(self, sentence: str, name: str) -> tuple[str, str] | None:
         if self._name is None or not re.search(r"\b" + re.escape(name) + r"\b", sentence):
             return None
         s = ARTICLE.sub(r"a \1", self._name.sub(lambda m: "@" if m[1] == name else "#", sentence))
