@@ -180,7 +180,8 @@ def test_the_agents_read_text_by_default_and_the_projector_by_config(smoke_run, 
     from helpers import reads
 
     family = ["family.eps=[0.0,1.0]", "evaluate.calibration=none", "workers=1"]  # and iter1, iter2
-    shared = [*reads(smoke_run), *family, f"project.dir={tmp_path}/project"]
+    # the learned model alone: in the default world (guided_analogy) the agents read the proposals' text
+    shared = [*reads(smoke_run), *family, f"project.dir={tmp_path}/project", "evaluate.world=diffusion"]
     assert main(["evaluate", *shared, f"evaluate.out={tmp_path}/text.json"]) == 0
     assert not list((tmp_path / "project").glob("*/projector.ckpt"))
     assert main(["evaluate", *shared, "ablation.projector=true", f"evaluate.out={tmp_path}/soft.json"]) == 0
@@ -204,6 +205,17 @@ def test_the_agents_read_text_by_default_and_the_projector_by_config(smoke_run, 
     err = capsys.readouterr().err
     assert "guidance.continuation=full with guidance.method=gradient" in err and "ablation.projector=true" in err
     assert not (tmp_path / "x.json").exists()
+    # the default world has neither a projector nor continuation guidance: named errors, before any work
+    default = [o for o in shared if o != "evaluate.world=diffusion"]
+    for ablation in ("ablation.projector=true", "guidance.eta=1"):
+        assert main(["evaluate", *default, ablation, f"evaluate.out={tmp_path}/y.json"]) == 2
+        err = capsys.readouterr().err
+        assert (
+            ablation.split("=")[0] in err
+            and "evaluate.world=guided_analogy" in err
+            and "evaluate.world=diffusion" in err
+        )
+        assert not (tmp_path / "y.json").exists()
 
 
 def test_a_fit_is_reproducible_from_the_seed(smoke_overrides, tmp_path):

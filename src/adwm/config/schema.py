@@ -131,3 +131,19 @@ class AppConfig:
             self.evaluate.world_model,
             f"the world model the projectors are trained on, project.world_model ({self.project.world_model})",
         )
+        # in the analogy world the agent reads the state's text: no projector, no continuation from latents
+        if self.evaluate.world == "guided_analogy":
+            require(
+                not self.ablation.projector,
+                "ablation.projector",
+                self.ablation.projector,
+                "false with evaluate.world=guided_analogy, whose agents read the state's text (set "
+                "evaluate.world=diffusion to read the projector's soft tokens)",
+            )
+            require(
+                self.guidance.eta == 0,
+                "guidance.eta",
+                self.guidance.eta,
+                "0 with evaluate.world=guided_analogy, which has no continuation guidance (set "
+                "evaluate.world=diffusion for Theorem 1's continuation factor)",
+            )

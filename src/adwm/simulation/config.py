@@ -73,9 +73,10 @@ class SimulateConfig:
     # picking among the capped candidate set; in a free-form log (no lists) every agent writes
     # (decisions.md: writing agents write in simulation)
     agents_write: bool = True
-    # evaluate.world=guided_analogy: the reward and the end of a step are the heads' on the chosen proposal's
-    # latent (`heads`) or the chosen proposal's edit (`edits`)
-    proposal_rewards: str = "heads"
+    # evaluate.world=guided_analogy: the reward and the end of a step are the chosen proposal's (`edits`, the
+    # default: what the rollout's own logged world paid for the action in that scene, else the mean of the
+    # logged outcomes that made its text) or the heads' on its latent (`heads`)
+    proposal_rewards: str = "edits"
     # evaluate.world=guided_analogy: 0 takes the proposal nearest to the learned model's sample; above 0 draws
     # one, weighted by the log's frequency times exp(-d^2 / (temperature * mean d^2)) (guided_analogy.py)
     proposal_temperature: float = 0.0

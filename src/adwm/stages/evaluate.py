@@ -144,7 +144,7 @@ def _text_world_returns(
         env_cfg = OmegaConf.to_object(cfg.env)
         world = OracleWorld(lambda: make_env(env_cfg))
     elif ecfg.world in ("analogy", "guided_analogy"):
-        world = AnalogyWorld(dm.train_episodes)
+        world = _analogy_world(cfg.data.log, dm)
     else:
         world = LoggedWorld(dm.train_episodes, moves=ecfg.world == "nearest")
     with bar(horizon, f"{ecfg.world} {pcfg.name}", "step") as shown:
@@ -170,6 +170,24 @@ def _text_world_returns(
             shown.update,
             ecfg.simulate.proposal_temperature,
         )
+
+
+_ANALOGY: dict[tuple, AnalogyWorld] = {}  # the last analogy world built in this process, by its log and split
+
+
+def _analogy_world(log: str, dm: TrajectoryDataModule) -> AnalogyWorld:
+    """The analogy world of the training split of `log`, built once a process: a worker simulating several
+    policies reuses it (its rollouts keep their state in their own states, not in the world)."""
+    path = Path(log)
+    key = (
+        str(path.resolve()),
+        path.stat().st_mtime_ns,
+        tuple((ep.seed, ep.index, ep.policy) for ep in dm.train_episodes),
+    )
+    if key not in _ANALOGY:
+        _ANALOGY.clear()
+        _ANALOGY[key] = AnalogyWorld(dm.train_episodes)
+    return _ANALOGY[key]
 
 
 def _policy_settings(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, pcfg: PolicyConfig) -> dict:
@@ -265,9 +283,9 @@ def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
 def behaviour_store(ecfg: EvaluateConfig) -> Path:
     """Where the behaviour agents' simulations are kept: beside the world model (`evaluate.behaviour_out`),
     since they depend on the world model, the log and the simulation's settings, not on the family, so
-    every later evaluation with that world model reuses them; in the oracle and the log's controls, the
-    results file."""
-    return Path(ecfg.behaviour_out if ecfg.world == "diffusion" else ecfg.out)
+    every later evaluation with that world model reuses them (each world under its own settings); in the
+    oracle and the log's controls, the results file."""
+    return Path(ecfg.behaviour_out if ecfg.world in LEARNED_WORLDS else ecfg.out)
 
 
 def _settings_key(settings: dict) -> str:
