@@ -9,7 +9,8 @@ nothing of it is overwritten). In this process, one after another:
    with the time of the agents and of the environment apart and the agent's forward passes counted;
 2. estimate: `adwm evaluate` of the family with `evaluate.calibration=none` from scratch (fresh projectors
    under a temporary folder), split into projector training, tail values, and the simulation by part
-   (start encodings, history, the agent's choice, denoising, continuation guidance, heads, retrieval);
+   (start encodings, history, the agent's choice, denoising, continuation guidance, heads, retrieval; in
+   `evaluate.world=guided_analogy`, the default, the analogy world's proposals, encoded and picked: propose);
 3. calibration: the behaviour agents' simulations that `evaluate.calibration` (the run's setting) adds
    (kept beside the world model, `evaluate.behaviour_out`, and reused by every later estimate with it; here
    they go to the temporary folder, so they are always measured);
@@ -55,7 +56,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "cost.json"
 ESTIMATES = ROOT / "benchmarks" / "results" / "cost_estimate.json"  # --estimate-only
 BATCHING = ROOT / "benchmarks" / "results" / "cost_batching.json"  # --batching
 TABLE = ROOT / "docs" / "results" / "cost.md"
-SIM_PARTS = ("start", "history", "choose", "denoise", "guidance", "heads", "retrieval")
+SIM_PARTS = ("start", "history", "choose", "denoise", "guidance", "heads", "retrieval", "propose")
 
 
 def _peak_mb(reset: bool = False) -> float:
@@ -116,14 +117,20 @@ def _simulation(record: dict) -> dict:
 
 def _profile(cfg, wm_path: Path, policy) -> list[dict]:
     """Top ops by self CPU time over two simulated steps of `policy` (its projector is already trained;
-    the tail value is fitted before the profile starts)."""
+    the tail value is fitted before the profile starts). In another world than `diffusion`, two steps of
+    its rollouts (the torch ops only: the analogy world's proposals are Python, timed as `propose`)."""
     models = evaluate_stage._loaded(cfg, wm_path)
     wm, dm = models["wm"], models["dm"]
-    reader, continuation = evaluate_stage.simulation_inputs(cfg, wm, dm, policy, models["cache"])
-    sim = OmegaConf.to_object(cfg.evaluate).simulate
-    guidance = OmegaConf.to_object(cfg.guidance)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        simulate(wm, policy, reader, logged_starts(dm), sim, guidance, cfg.env.gamma, 2, cfg.seed, continuation)
+    if cfg.evaluate.world != "diffusion":
+        two = OmegaConf.merge(cfg, {"evaluate": {"simulate": {"horizon": 2}}})
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            evaluate_stage.estimate_policy(two, wm, dm, policy, models["cache"])
+    else:
+        reader, continuation = evaluate_stage.simulation_inputs(cfg, wm, dm, policy, models["cache"])
+        sim = OmegaConf.to_object(cfg.evaluate).simulate
+        guidance = OmegaConf.to_object(cfg.guidance)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            simulate(wm, policy, reader, logged_starts(dm), sim, guidance, cfg.env.gamma, 2, cfg.seed, continuation)
     rows = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:12]
     return [{"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 1), "calls": e.count} for e in rows]
 
@@ -365,7 +372,7 @@ def table(entries: dict) -> str:
         parts = e["estimate"]["simulation"]["parts"]
         lines.append(
             f"| {key} | "
-            + " | ".join(f"{parts[p]:.1f}" for p in SIM_PARTS)
+            + " | ".join(f"{parts.get(p, 0.0):.1f}" for p in SIM_PARTS)  # older rows lack later parts
             + f" | {e['estimate']['projector_s']:.1f} | {e['estimate']['tail_value_s']:.1f} |"
         )
     lines += ["", "## Commands", ""]

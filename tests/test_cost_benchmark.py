@@ -35,8 +35,8 @@ def test_cost_benchmark_measures_both_sides_and_names_where_the_time_goes(smoke_
         <= (sim_s + 0.05) / max(choose_s - 0.005, 1e-9) + 0.01
     )
     assert sim["agent_states_read"]["choose"] <= sim["rollout_steps"]
-    # the text reader: every state it read is counted, and those it scored are the agent's reads of the choice
-    assert sim["reader_states_scored"] == sim["agent_states_read"]["choose"] <= sim["reader_states"]
+    # the default world: the analogy world's proposals are timed; no text reader of latents
+    assert sim["parts"]["propose"] > 0 and sim["reader_states"] == 0
     # the ratio is taken before rounding; the seconds it is checked against are rounded to 0.1 s
     est_s, on_s = estimate["seconds"], online["seconds"]
     assert (
@@ -50,8 +50,10 @@ def test_cost_benchmark_measures_both_sides_and_names_where_the_time_goes(smoke_
     assert entry["profile_two_steps"] and all(r["self_ms"] >= 0 for r in entry["profile_two_steps"])
     assert entry["memory_probe"] == "fresh processes"
     # the estimate alone, for comparing code: the same simulation parts, from scratch each time
-    alone = cost.measure_estimate(["experiment=smoke", f"run.root={smoke_run}"], 2)
+    # (here the learned model alone: its parts are the snap's retrieval, no proposals)
+    alone = cost.measure_estimate(["experiment=smoke", f"run.root={smoke_run}", "evaluate.world=diffusion"], 2)
     assert len(alone["runs"]) == 2 and all(r["seconds"] > 0 and r["simulation"]["choose"] > 0 for r in alone["runs"])
+    assert all(r["simulation"]["retrieval"] > 0 and r["simulation"]["propose"] == 0 for r in alone["runs"])
     # one forward over two policies' rollout batches against two forwards: timed for both parts
     batching = cost.measure_batching(["experiment=smoke", f"run.root={smoke_run}"], 2, repeats=1)
     for part in ("denoise", "agent"):

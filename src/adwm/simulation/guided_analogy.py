@@ -35,6 +35,7 @@ from adwm.guidance import guided_eps_fn
 from adwm.guidance.config import GuidanceConfig
 from adwm.models.history import Window
 from adwm.policies.base import AgentState, Policy
+from adwm.runtime import costs
 from adwm.simulation.analogy import AnalogyWorld, Proposal
 from adwm.simulation.config import check_proposal_rewards
 from adwm.simulation.worlds import LoggedStart, TextState, drawn_starts
@@ -125,24 +126,32 @@ def rollout_guided_analogy(
     wm = wm.eval()
     pick, rngs = drawn_starts(len(starts), n_rollouts, seed)
     gen = torch.Generator().manual_seed(seed)
-    states = [world.start(starts[i]) for i in pick]
-    z = wm.encode([s.observation for s in states])  # the world model keeps each text's latent once fitted
-    window = Window.start(z, wm.encode([s.task for s in states]), wm.hparams.window, wm.cfg.d_action)
+    with costs.section("simulate/start"):
+        states = [world.start(starts[i]) for i in pick]
+        z = wm.encode([s.observation for s in states])  # the world model keeps each text's latent once fitted
+        window = Window.start(z, wm.encode([s.task for s in states]), wm.hparams.window, wm.cfg.d_action)
     alive = np.ones(n_rollouts, dtype=bool)
     returns = np.zeros(n_rollouts)
     for t in range(horizon):
         live = np.flatnonzero(alive).tolist()
+        costs.count("simulate/steps")
+        costs.count("simulate/rollout_steps", len(live))
         seen = [
             AgentState(states[i].task, states[i].observation, states[i].history, states[i].admissible) for i in live
         ]
-        chosen = dict(zip(live, policy.act(seen, [rngs[i] for i in live])))
-        a = wm.embed_actions([chosen.get(i, "") for i in range(n_rollouts)])  # finished rollouts: not read
-        c = window.context(wm)
-        eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance)
-        sample = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
-        picked, z_next = pick_proposals(wm, world, states, chosen, sample, z, temperature, gen)
+        with costs.section("simulate/choose"):
+            chosen = dict(zip(live, policy.act(seen, [rngs[i] for i in live])))
+        with costs.section("simulate/history"):
+            c = window.context(wm)
+        with costs.section("simulate/denoise"):
+            a = wm.embed_actions([chosen.get(i, "") for i in range(n_rollouts)])  # finished rollouts: not read
+            eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance)
+            sample = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
+        with costs.section("simulate/propose"):  # the analogy world's proposals, encoded; the nearest taken
+            picked, z_next = pick_proposals(wm, world, states, chosen, sample, z, temperature, gen)
         if rewards == "heads":
-            reward, done_logit = wm.heads.transition(z_next, c, a)
+            with costs.section("simulate/heads"):
+                reward, done_logit = wm.heads.transition(z_next, c, a)
             if reward_range is not None:
                 reward = reward.clamp(*reward_range)
             done = (torch.rand(n_rollouts, generator=gen) < torch.sigmoid(done_logit).cpu()).numpy()
@@ -155,7 +164,8 @@ def rollout_guided_analogy(
         for i in picked:
             returns[i] += gamma**t * reward[i]
             alive[i] = not done[i]
-        move_to(world, states, picked)
+        with costs.section("simulate/propose"):
+            move_to(world, states, picked)
         step(1)
         if not alive.any():
             break
