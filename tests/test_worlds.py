@@ -176,3 +176,30 @@ def test_a_cut_at_the_step_limit_is_not_an_end_in_the_worlds_built_from_the_log(
     for world in (LoggedWorld([end], moves=True), AnalogyWorld([end])):
         state = world.start(LoggedStart("Find the key.", here, ["look"], 2))
         assert world.step(state, "look", rng)[2] is True
+
+
+def test_the_analogy_world_is_built_once_a_process_per_log_and_split(tmp_path, monkeypatch):
+    """A worker simulating several policies builds the analogy world of a log's training split once; another
+    split, or the log written again, builds it anew (its rollouts keep their own state, so sharing is safe:
+    test_guided_analogy.py and the evaluate tests check the estimates)."""
+    import os
+    from types import SimpleNamespace
+
+    from adwm.stages import evaluate as evaluate_stage
+
+    built = []
+    monkeypatch.setattr(evaluate_stage, "AnalogyWorld", lambda episodes: built.append(episodes) or object())
+    monkeypatch.setattr(evaluate_stage, "_ANALOGY", {})
+    log = tmp_path / "episodes.jsonl"
+    log.write_text("{}\n")
+    episodes = [Episode("builtin", s, "task", "p", [], "end", index=s) for s in range(3)]
+    split = SimpleNamespace(train_episodes=episodes[:2])
+    first = evaluate_stage._analogy_world(str(log), split)
+    assert evaluate_stage._analogy_world(str(log), SimpleNamespace(train_episodes=episodes[:2])) is first
+    assert len(built) == 1
+    other = evaluate_stage._analogy_world(str(log), SimpleNamespace(train_episodes=episodes[1:]))
+    assert other is not first and len(built) == 2
+    stat = log.stat()
+    os.utime(log, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the log written again
+    assert evaluate_stage._analogy_world(str(log), SimpleNamespace(train_episodes=episodes[1:])) is not other
+    assert len(built) == 3
