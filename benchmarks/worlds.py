@@ -49,9 +49,14 @@ ROWS: dict[str, tuple[str, list[str]]] = {
 METRICS = ("spearman", "nrmse", "regret_at_1")
 
 
-def estimate(root: Path, row: str, summary: dict) -> dict:
-    """`adwm evaluate` of `row` on the run at `root` -> its estimates file's contents."""
+def estimate(root: Path, row: str, summary: dict, run: bool = True) -> dict:
+    """`adwm evaluate` of `row` on the run at `root` -> its estimates file's contents (`run=False`: the file
+    as an earlier run left it)."""
     path = root / "worlds" / f"{row}.json"
+    if not run:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no estimates of row '{row}' (run without --no-run first)")
+        return json.loads(path.read_text())
     overrides = ROWS[row][1] + ([] if row == "default" else UNCALIBRATED)
     args = [f"seed={summary['seed']}", f"run.root={root}", f"evaluate.out={path}", *summary.get("overrides", [])]
     subprocess.run(
@@ -89,6 +94,9 @@ def table(per_seed: dict[int, dict[str, dict]], commit: str, command: str) -> tu
             v = [per_seed[s][label][m] for s in seeds]
             f[m] = {"mean": float(np.mean(v)), "ci": list(mean_interval(v, 2000, 0.95, 0)), "min": float(np.min(v))}
         f["seconds_per_policy"] = float(np.mean([per_seed[s][label]["seconds_per_policy"] for s in seeds]))
+        if "adwm_sim" in labels and label != "adwm_sim":  # paired by seed: each row against the default's
+            d = [per_seed[s][label]["nrmse"] - per_seed[s]["adwm_sim"]["nrmse"] for s in seeds]
+            f["nrmse_minus_default"] = {"mean": float(np.mean(d)), "ci": list(mean_interval(d, 2000, 0.95, 0))}
         figures[label] = f
     held = [s for s in seeds if s > 2]
     lines = [
@@ -99,31 +107,34 @@ def table(per_seed: dict[int, dict[str, dict]], commit: str, command: str) -> tu
         + (f"Seeds {held} are held out: the defaults were tuned on seeds 0-2. " if held else "")
         + "Mean over the seeds with a 95% percentile bootstrap CI (the resampling unit is the seed). `adwm` is "
         "the default calibrated (it simulates the behaviour agents, a privilege no baseline has); every other "
-        "row is uncalibrated, `adwm_sim` the default's simulated value alone. Seconds: the simulation's, per "
-        "policy (96 rollouts), on this machine.",
+        "row is uncalibrated, `adwm_sim` the default's simulated value alone. *nRMSE - default*: the row's nRMSE "
+        "minus `adwm_sim`'s, paired by seed (above 0: worse than the default), with its CI. Per seed: Spearman / "
+        "nRMSE. Seconds: the simulation's, per policy (96 rollouts), on this machine.",
         "",
-        "| estimator | what it is | Spearman (higher) | nRMSE (lower) | regret@1 (lower) | "
+        "| estimator | what it is | Spearman (higher) | nRMSE (lower) | nRMSE - default | regret@1 (lower) | "
         + " | ".join(f"seed {s}" for s in seeds)
         + " | s / policy |",
-        "|---|---|---|---|---|" + "---|" * len(seeds) + "---|",
+        "|---|---|---|---|---|---|" + "---|" * len(seeds) + "---|",
     ]
     for label in labels:
         f = figures[label]
         what = "the default, calibrated" if label == "adwm" else ROWS["default" if label == "adwm_sim" else label][0]
         cells = [f"{f[m]['mean']:.2f} [{f[m]['ci'][0]:.2f}, {f[m]['ci'][1]:.2f}]" for m in METRICS]
         cells[1] = f"{f['nrmse']['mean']:.3f} [{f['nrmse']['ci'][0]:.3f}, {f['nrmse']['ci'][1]:.3f}]"
+        d = f.get("nrmse_minus_default")
+        cells.insert(2, "" if d is None else f"{d['mean']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")
         per = [f"{f['per_seed'][s]['spearman']:.2f} / {f['per_seed'][s]['nrmse']:.3f}" for s in seeds]
         lines.append(f"| {label} | {what} | " + " | ".join(cells + per) + f" | {f['seconds_per_policy']:.1f} |")
     return "\n".join(lines) + "\n", figures
 
 
-def main(roots: list[Path], out: Path) -> Path:
+def main(roots: list[Path], out: Path, run: bool = True) -> Path:
     per_seed = {}
     for root in roots:
         summary = json.loads((root / "quickstart" / "summary.json").read_text())
         if summary["seed"] in per_seed:
             raise ValueError(f"{root}: seed {summary['seed']} is given twice")
-        per_seed[summary["seed"]] = seed_figures(summary, {row: estimate(root, row, summary) for row in ROWS})
+        per_seed[summary["seed"]] = seed_figures(summary, {row: estimate(root, row, summary, run) for row in ROWS})
     commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
     command = "python benchmarks/worlds.py " + " ".join(str(r) for r in roots)
     text, figures = table(per_seed, commit or "unknown", command)
@@ -136,5 +147,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", type=Path, help="run roots of finished main jobs, one per seed")
     parser.add_argument("--out", type=Path, default=Path("docs/results/worlds.md"))
+    parser.add_argument("--no-run", action="store_true", help="tabulate the rows' estimates files as they are")
     args = parser.parse_args()
-    print(main(args.roots, args.out))
+    print(main(args.roots, args.out, not args.no_run))

@@ -44,17 +44,29 @@ def test_table_means_over_seeds_and_says_which_are_held_out():
     worlds = benchmark_module("worlds")
     per_seed = {
         s: {
-            "adwm": {"spearman": sp, "nrmse": nr, "regret_at_1": 0.0, "seconds_per_policy": 3.0},
+            "adwm_sim": {"spearman": sp, "nrmse": nr, "regret_at_1": 0.0, "seconds_per_policy": 3.0},
             "oracle": {"spearman": 1.0, "nrmse": 0.05, "regret_at_1": 0.0, "seconds_per_policy": 1.0},
         }
         for s, sp, nr in ((3, 0.8, 0.2), (4, 1.0, 0.1))
     }
     text, figures = worlds.table(per_seed, "abc", "python benchmarks/worlds.py a b")
-    assert figures["adwm"]["spearman"]["mean"] == pytest.approx(0.9)
-    assert figures["adwm"]["nrmse"]["min"] == pytest.approx(0.1)
-    lo, hi = figures["adwm"]["nrmse"]["ci"]
+    assert figures["adwm_sim"]["spearman"]["mean"] == pytest.approx(0.9)
+    assert figures["adwm_sim"]["nrmse"]["min"] == pytest.approx(0.1)
+    lo, hi = figures["adwm_sim"]["nrmse"]["ci"]
     assert 0.1 <= lo <= 0.15 <= hi <= 0.2
     assert "Seeds [3, 4] are held out" in text
-    assert "| adwm | the default, calibrated | 0.90 [" in text
+    assert "| adwm_sim | the default: the learned model picks" in text and "| 0.90 [" in text
     assert "0.80 / 0.200 | 1.00 / 0.100 | 3.0 |" in text
-    assert "| oracle | the real environment" in text
+    # each other row against the default, paired by seed: 0.05 - 0.2 and 0.05 - 0.1
+    assert figures["oracle"]["nrmse_minus_default"]["mean"] == pytest.approx(-0.1)
+    assert "nrmse_minus_default" not in figures["adwm_sim"]
+    assert "| oracle | the real environment" in text and "| -0.100 [-0.150, -0.050] |" in text
+
+
+def test_no_run_tabulates_the_estimates_files_as_they_are(tmp_path):
+    worlds = benchmark_module("worlds")
+    with pytest.raises(FileNotFoundError, match="no estimates of row 'stay'"):
+        worlds.estimate(tmp_path, "stay", {"seed": 3}, run=False)
+    (tmp_path / "worlds").mkdir()
+    (tmp_path / "worlds" / "stay.json").write_text('{"estimates": {}}')
+    assert worlds.estimate(tmp_path, "stay", {"seed": 3}, run=False) == {"estimates": {}}
