@@ -8,10 +8,12 @@ run.root=runs/vS"`). For every row of `ROWS` it runs `adwm evaluate` on the run'
 and family with the row's overrides (the run's seed and rollout budget; estimates kept in
 `<root>/worlds/<row>.json`, reused by a rerun with the same settings), then writes a markdown table: per row
 the mean over the runs of Spearman, nRMSE and regret@1 against each run's ground truth, with a 95%
-percentile bootstrap CI over the runs (the resampling unit is the seed), the per-seed Spearman / nRMSE and
-the simulation's seconds per policy. The default world is estimated with the defaults: calibrated
-(`adwm`, which simulates the behaviour agents) and uncalibrated (`adwm_sim`, its simulated value alone);
-every other row is uncalibrated. The figures are also written as JSON beside the table.
+percentile bootstrap CI over the runs (the resampling unit is the seed), each row's nRMSE against the
+default's paired by seed, the per-seed Spearman / nRMSE and the simulation's seconds per policy, beside the
+run's own baselines (FQE, WDR). The default world is estimated with the defaults: calibrated (`adwm`, which
+simulates the behaviour agents) and uncalibrated (`adwm_sim`, its simulated value alone); every other row is
+uncalibrated. The figures are also written as JSON beside the table. `--no-run` tabulates the rows'
+estimates files as an earlier run left them.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ ROWS: dict[str, tuple[str, list[str]]] = {
     "stay": ("the state never changes", ["evaluate.world=stay"]),
 }
 METRICS = ("spearman", "nrmse", "regret_at_1")
+# the run's own baselines (summary.json), beside the worlds: what they estimated from the same log
+BASELINES = {
+    "fqe": "baseline: fitted Q evaluation",
+    "wdr": "baseline: weighted doubly robust, exact behaviour probabilities",
+    "wdr_est": "baseline: weighted doubly robust, estimated behaviour probabilities",
+}
 
 
 def estimate(root: Path, row: str, summary: dict, run: bool = True) -> dict:
@@ -66,8 +74,9 @@ def estimate(root: Path, row: str, summary: dict, run: bool = True) -> dict:
 
 
 def seed_figures(summary: dict, results: dict[str, dict]) -> dict[str, dict]:
-    """Per estimator (`adwm` and `adwm_sim` of the default row, then each other row) of one run: its metrics
-    against the run's ground truth, its estimates and its mean seconds per policy."""
+    """Per estimator (`adwm` and `adwm_sim` of the default row, then each other row, then the run's baselines)
+    of one run: its metrics against the run's ground truth, its estimates and its mean seconds per policy
+    (a baseline's: None, its time is not the simulation's)."""
     names = [p["name"] for p in summary["policies"]]
     truth = [p["J_true"] for p in summary["policies"]]
     out = {}
@@ -80,6 +89,9 @@ def seed_figures(summary: dict, results: dict[str, dict]) -> dict[str, dict]:
                 "estimates": dict(zip(names, values)),
                 "seconds_per_policy": float(np.mean([est[n]["seconds"] for n in names])),
             }
+    for name in BASELINES:
+        values = [p["estimates"][name] for p in summary["policies"]]
+        out[name] = family_metrics(truth, values) | {"estimates": dict(zip(names, values)), "seconds_per_policy": None}
     return out
 
 
@@ -93,7 +105,8 @@ def table(per_seed: dict[int, dict[str, dict]], commit: str, command: str) -> tu
         for m in METRICS:
             v = [per_seed[s][label][m] for s in seeds]
             f[m] = {"mean": float(np.mean(v)), "ci": list(mean_interval(v, 2000, 0.95, 0)), "min": float(np.min(v))}
-        f["seconds_per_policy"] = float(np.mean([per_seed[s][label]["seconds_per_policy"] for s in seeds]))
+        seconds = [per_seed[s][label]["seconds_per_policy"] for s in seeds]
+        f["seconds_per_policy"] = None if None in seconds else float(np.mean(seconds))
         if "adwm_sim" in labels and label != "adwm_sim":  # paired by seed: each row against the default's
             d = [per_seed[s][label]["nrmse"] - per_seed[s]["adwm_sim"]["nrmse"] for s in seeds]
             f["nrmse_minus_default"] = {"mean": float(np.mean(d)), "ci": list(mean_interval(d, 2000, 0.95, 0))}
@@ -118,13 +131,20 @@ def table(per_seed: dict[int, dict[str, dict]], commit: str, command: str) -> tu
     ]
     for label in labels:
         f = figures[label]
-        what = "the default, calibrated" if label == "adwm" else ROWS["default" if label == "adwm_sim" else label][0]
+        what = (
+            "the default, calibrated"
+            if label == "adwm"
+            else BASELINES[label]
+            if label in BASELINES
+            else ROWS["default" if label == "adwm_sim" else label][0]
+        )
         cells = [f"{f[m]['mean']:.2f} [{f[m]['ci'][0]:.2f}, {f[m]['ci'][1]:.2f}]" for m in METRICS]
         cells[1] = f"{f['nrmse']['mean']:.3f} [{f['nrmse']['ci'][0]:.3f}, {f['nrmse']['ci'][1]:.3f}]"
         d = f.get("nrmse_minus_default")
         cells.insert(2, "" if d is None else f"{d['mean']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]")
         per = [f"{f['per_seed'][s]['spearman']:.2f} / {f['per_seed'][s]['nrmse']:.3f}" for s in seeds]
-        lines.append(f"| {label} | {what} | " + " | ".join(cells + per) + f" | {f['seconds_per_policy']:.1f} |")
+        seconds = "" if f["seconds_per_policy"] is None else f"{f['seconds_per_policy']:.1f}"
+        lines.append(f"| {label} | {what} | " + " | ".join(cells + per) + f" | {seconds} |")
     return "\n".join(lines) + "\n", figures
 
 

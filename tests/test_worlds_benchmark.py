@@ -10,7 +10,12 @@ from helpers import benchmark_module
 
 
 def _summary(seed: int, truth: list[float]) -> dict:
-    return {"seed": seed, "policies": [{"name": f"p{k}", "J_true": j} for k, j in enumerate(truth)]}
+    """A run's summary: its ground truth, and baselines that estimate J exactly (FQE) or reversed."""
+    baselines = [{"fqe": j, "wdr": -j, "wdr_est": j + 0.1} for j in truth]
+    return {
+        "seed": seed,
+        "policies": [{"name": f"p{k}", "J_true": j, "estimates": b} for k, (j, b) in enumerate(zip(truth, baselines))],
+    }
 
 
 def _results(calibrated: list[float], simulated: list[float], seconds: float = 2.0) -> dict:
@@ -30,7 +35,9 @@ def test_seed_figures_split_the_default_and_score_each_row():
         "stay": _results([0.2, 0.3, 0.4, 0.5], [0.2, 0.3, 0.4, 0.5], seconds=1.0),
     }
     figures = worlds.seed_figures(_summary(3, truth), results)
-    assert list(figures) == ["adwm", "adwm_sim", "stay"]
+    assert list(figures) == ["adwm", "adwm_sim", "stay", "fqe", "wdr", "wdr_est"]
+    assert figures["fqe"]["nrmse"] == 0 and figures["wdr"]["spearman"] == pytest.approx(-1.0)
+    assert figures["wdr_est"]["nrmse"] == pytest.approx(0.1 / 0.3) and figures["fqe"]["seconds_per_policy"] is None
     assert figures["adwm"]["spearman"] == pytest.approx(1.0)
     assert figures["adwm"]["nrmse"] == pytest.approx(0.0)
     assert figures["adwm_sim"]["spearman"] == pytest.approx(-1.0)  # the simulated values, reversed
@@ -46,6 +53,7 @@ def test_table_means_over_seeds_and_says_which_are_held_out():
         s: {
             "adwm_sim": {"spearman": sp, "nrmse": nr, "regret_at_1": 0.0, "seconds_per_policy": 3.0},
             "oracle": {"spearman": 1.0, "nrmse": 0.05, "regret_at_1": 0.0, "seconds_per_policy": 1.0},
+            "fqe": {"spearman": 1.0, "nrmse": 0.3, "regret_at_1": 0.0, "seconds_per_policy": None},
         }
         for s, sp, nr in ((3, 0.8, 0.2), (4, 1.0, 0.1))
     }
@@ -61,6 +69,7 @@ def test_table_means_over_seeds_and_says_which_are_held_out():
     assert figures["oracle"]["nrmse_minus_default"]["mean"] == pytest.approx(-0.1)
     assert "nrmse_minus_default" not in figures["adwm_sim"]
     assert "| oracle | the real environment" in text and "| -0.100 [-0.150, -0.050] |" in text
+    assert figures["fqe"]["seconds_per_policy"] is None and text.rstrip().endswith("1.00 / 0.300 |  |")
 
 
 def test_no_run_tabulates_the_estimates_files_as_they_are(tmp_path):
