@@ -155,13 +155,12 @@ def main(roots: list[Path], out: Path, run: bool = True) -> Path:
         if summary["seed"] in per_seed:
             raise ValueError(f"{root}: seed {summary['seed']} is given twice")
         per_seed[summary["seed"]] = seed_figures(summary, {row: estimate(root, row, summary, run) for row in ROWS})
-    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+    git = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    commit = git.stdout.strip() or "unknown"
     command = "python benchmarks/worlds.py " + " ".join(str(r) for r in roots)
     if not run:  # the estimates were made earlier, perhaps by other code: the table says so
-        commit = (
-            f"{commit or 'unknown'} (`--no-run`: from the estimates files under each run's `worlds/`, made earlier)"
-        )
-    text, figures = table(per_seed, commit or "unknown", command)
+        commit += " (`--no-run`: from the estimates files under each run's `worlds/`, made earlier)"
+    text, figures = table(per_seed, commit, command)
     atomic_write_text(out, text)
     atomic_write_json(out.with_suffix(".json"), {"command": command, "commit": commit, "figures": figures})
     return out

@@ -14,10 +14,11 @@ them by how often the log made each. Here the two take turns as the learned mode
    state (a single proposal is taken as it is); with `evaluate.simulate.proposal_temperature` above 0 the
    next state is drawn instead, each proposal weighted by how often the log made it times how near the
    sample lands to it (`pick_probabilities`);
-4. the reward and the end are the heads' on the chosen latent (`evaluate.simulate.proposal_rewards=heads`,
-   the reward clipped to the logged range as in `diffusion`) or the chosen proposal's (`edits`: the mean
-   reward of the logged outcomes that made its text, and an end drawn with their share of ends); the
-   history window takes the chosen latent.
+4. the reward and the end are the chosen proposal's (`evaluate.simulate.proposal_rewards=edits`, the
+   default: what the rollout's own logged world paid and ended for the action in that scene, else the mean
+   reward of the logged outcomes that made its text, an end drawn with their share of ends) or the heads'
+   on the chosen latent (`heads`, the reward clipped to the logged range as in `diffusion`); the history
+   window takes the chosen latent.
 
 Continuation guidance needs the agent's distribution over the next states' candidate sets read from
 latents; here the agent reads text, so `guidance.eta` must be 0.
@@ -110,7 +111,7 @@ def rollout_guided_analogy(
     seed: int,
     guidance: GuidanceConfig,
     sampler: DiffusionSampler,
-    rewards: str = "heads",
+    rewards: str = "edits",
     reward_range: tuple[float, float] | None = None,
     step: Callable[[int], object] = lambda n: None,
     temperature: float = 0.0,
