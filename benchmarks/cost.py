@@ -119,18 +119,19 @@ def _profile(cfg, wm_path: Path, policy) -> list[dict]:
     """Top ops by self CPU time over two simulated steps of `policy` (its projector is already trained;
     the tail value is fitted before the profile starts). In another world than `diffusion`, two steps of
     its rollouts (the torch ops only: the analogy world's proposals are Python, timed as `propose`)."""
-    models = evaluate_stage._loaded(cfg, wm_path)
-    wm, dm = models["wm"], models["dm"]
+    world = evaluate_stage.loaded_world(cfg, wm_path)
     if cfg.evaluate.world != "diffusion":
-        two = OmegaConf.merge(cfg, {"evaluate": {"simulate": {"horizon": 2}}})
+        world.horizon = 2
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            evaluate_stage.estimate_policy(two, wm, dm, policy, models["cache"])
+            evaluate_stage.estimate_policy(world, policy)
+        world.horizon = world.sim.horizon or cfg.env.max_steps
     else:
-        reader, continuation = evaluate_stage.simulation_inputs(cfg, wm, dm, policy, models["cache"])
-        sim = OmegaConf.to_object(cfg.evaluate).simulate
-        guidance = OmegaConf.to_object(cfg.guidance)
+        wm, dm = world.inputs.wm, world.inputs.dm
+        reader, continuation = world.reader_and_continuation(policy)
+        sim, guidance, own = world.sim, world.guidance, world.own
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            simulate(wm, policy, reader, logged_starts(dm), sim, guidance, cfg.env.gamma, 2, cfg.seed, continuation)
+            args = (sim, guidance, cfg.env.gamma, 2, cfg.seed, continuation)
+            simulate(wm, policy, reader, logged_starts(dm), *args, world=own)
     rows = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:12]
     return [{"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 1), "calls": e.count} for e in rows]
 
@@ -154,9 +155,9 @@ def _memory_probe(overrides: list[str], policy: str) -> float:
     """One simulation of the family's `policy` in this (fresh) process -> its peak resident MB."""
     cfg = load_config(overrides, "evaluate")
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
-    models = evaluate_stage._loaded(cfg, Path(cfg.evaluate.world_model))
+    world = evaluate_stage.loaded_world(cfg, Path(cfg.evaluate.world_model))
     pcfg = next(p for p in family if p.name == policy)
-    evaluate_stage.estimate_policy(cfg, models["wm"], models["dm"], pcfg, models["cache"])
+    evaluate_stage.estimate_policy(world, pcfg)
     return _peak_mb()
 
 
@@ -201,13 +202,13 @@ def measure_batching(overrides: list[str], k: int, repeats: int = 3) -> dict:
     from adwm.simulation.simulate import simulation_sampler
 
     cfg = load_config([*_fresh(overrides), "evaluate.calibration=none"], "evaluate")
-    models = evaluate_stage._loaded(cfg, Path(cfg.evaluate.world_model))
-    wm, dm = models["wm"], models["dm"]
+    world = evaluate_stage.loaded_world(cfg, Path(cfg.evaluate.world_model))
+    wm, dm = world.inputs.wm, world.inputs.dm
     family = family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family))
     agent = build_policy(next(p for p in family if p.eps == 0), "family")
     b = cfg.evaluate.simulate.n_rollouts
     starts = (logged_starts(dm) * (k * b))[: k * b]
-    sampler = simulation_sampler(wm, cfg.evaluate.simulate.sampler_steps)
+    sampler = simulation_sampler(wm, cfg.evaluate.diffusion.sampler_steps)
     guidance = OmegaConf.to_object(cfg.guidance)
     with torch.no_grad():
         z = wm.encode([s.observation for s in starts])
@@ -342,7 +343,7 @@ def table(entries: dict) -> str:
         "the agent's part of a simulated step (a batched forward over the states it has no score of yet); with",
         "the text reader, whose cache serves the rest, *reads scored* is the share of its reads that needed a",
         "forward (for an agent that writes its actions: the share whose writing ran the model past the kept",
-        "next-token logits, `evaluate.simulate.write_cache_mb`); *MB at 1x / 4x rollouts*: the peak of the first",
+        "next-token logits, `evaluate.diffusion.write_cache_mb`); *MB at 1x / 4x rollouts*: the peak of the first",
         "eps-0 policy's 5-step simulation at one and four rollout batches, each in a fresh process. The rows are builtin seed 3, TextWorld and",
         "ScienceWorld seed 3 (held out) and shop / multihop seed 0; the accuracy column is uncalibrated.",
         "",

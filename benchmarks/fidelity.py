@@ -5,7 +5,7 @@
 `adwm fit` reports them when it ends (metrics.json `fidelity/*`); this script computes them for a world model
 fitted before, on the held-out episodes of its log split, and adds an entry (keyed by run.fit, and
 `@steps<K>` when the replay samples with K reverse steps instead of the world model's own, as
-`evaluate.simulate.sampler_steps` does) to `benchmarks/results/fidelity.json`.
+`evaluate.diffusion.sampler_steps` does) to `benchmarks/results/fidelity.json`.
 """
 
 from __future__ import annotations

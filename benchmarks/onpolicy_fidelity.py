@@ -4,7 +4,7 @@
     # e.g. seed=3 run.root=runs/v3 evaluate.calibration=none
 
 Needs a finished `adwm quickstart` (or fit and ground truth) under run.root. For each snapping rule
-(`evaluate.simulate.snap_world`) and each policy of the family, simulates the policy as `adwm evaluate`
+(`evaluate.diffusion.snap_world`) and each policy of the family, simulates the policy as `adwm evaluate`
 does (uncalibrated), then replays each rollout's simulated actions in the real environment from its
 start's seed, and writes beside the true value J and J_hat_sim:
 
@@ -25,7 +25,7 @@ start's seed, and writes beside the true value J and J_hat_sim:
   (`after_real_end`).
 
 Writes `benchmarks/results/onpolicy_fidelity.json`, one entry per run.root and rule (and label: a variant's
-overrides, e.g. `--label transition evaluate.simulate.snap_by_transition=true`).
+overrides, e.g. `--label transition evaluate.diffusion.snap_by_transition=true`).
 """
 
 from __future__ import annotations

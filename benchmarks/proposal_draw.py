@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/proposal_draw.py [--rollouts N] [overrides ...]   # e.g. seed=0 run.root=runs/v0
 
-`evaluate.world=guided_analogy` at a large `evaluate.simulate.proposal_temperature` picks each next state
+`evaluate.world=guided_analogy` at a large `evaluate.guided_analogy.temperature` picks each next state
 among `AnalogyWorld.proposals` by how often the log made it, which should be the analogy world's own step
 (`evaluate.world=analogy`) with merged outcomes: the same next texts as often, their mean reward, their share
 of ends. This script rolls the uniform agent (`policy=uniform`) out both ways from the same logged starts

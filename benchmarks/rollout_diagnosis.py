@@ -42,7 +42,7 @@ def main(overrides: list[str]) -> Path:
     wm = WorldModelModule.load_from_checkpoint(cfg.evaluate.world_model, map_location="cpu").eval()
     dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
     dm.setup()
-    attach_logged_worlds(wm, dm)  # evaluate.simulate.snap_world, as `adwm evaluate` does
+    attach_logged_worlds(wm, dm)  # evaluate.diffusion.snap_world, as `adwm evaluate` does
     rewards = np.array([x["reward"] for x in dm.train_items])
     dones = np.array([x["done"] for x in dm.train_items])
     pcfg = to_object(cfg.policy)
@@ -69,7 +69,7 @@ def main(overrides: list[str]) -> Path:
         "policies": {},
     }
     horizon = cfg.evaluate.simulate.horizon or cfg.env.max_steps
-    sim = SimulateConfig(n_rollouts=64, batch_size=64, snap=cfg.evaluate.simulate.snap)
+    sim = SimulateConfig(n_rollouts=64, batch_size=64, snap=cfg.evaluate.diffusion.snap)
     for eps in (0.0, 1.0):
         steps.clear()
         p = dataclasses.replace(pcfg, eps=eps)

@@ -60,7 +60,7 @@ def main(overrides: list[str], batches: int = 8, rollouts: int = 64) -> Path:
     wm = WorldModelModule.load_from_checkpoint(cfg.evaluate.world_model, map_location="cpu").eval()
     dm = TrajectoryDataModule(to_object(cfg.data), cfg.seed)
     dm.setup()
-    attach_logged_worlds(wm, dm)  # evaluate.simulate.snap_world, as `adwm evaluate` does
+    attach_logged_worlds(wm, dm)  # evaluate.diffusion.snap_world, as `adwm evaluate` does
     entry = {
         "world_model": str(cfg.evaluate.world_model),
         "one_step": one_step(wm, dm, batches, cfg.seed),

@@ -37,7 +37,7 @@ ROWS: dict[str, tuple[str, list[str]]] = {
     "no_action_guidance": ("the learned model's sample ignores the action (guidance.omega=0)", ["guidance.omega=0"]),
     "heads_rewards": (
         "the learned model's heads pay and end each step, not the log",
-        ["evaluate.simulate.proposal_rewards=heads"],
+        ["evaluate.guided_analogy.rewards=heads"],
     ),
     "analogy": ("no learned model: the proposal drawn by the log's frequencies", ["evaluate.world=analogy"]),
     "diffusion": (

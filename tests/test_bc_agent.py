@@ -29,6 +29,7 @@ def mean_return(policy_cfg: PolicyConfig, env_cfg: EnvConfig, n: int) -> float:
     return float(np.mean(returns))
 
 
+@pytest.mark.ci
 @pytest.mark.slow  # ~80 s; CI runs it (.ci/run)
 def test_bc_agent_beats_random_on_held_out_seeds(tmp_path):
     agent = AgentConfig(

@@ -85,6 +85,7 @@ def test_an_action_off_the_list_stays_possible_and_bad_settings_are_named():
         fit_behaviour(features, ["x"])
 
 
+@pytest.mark.ci
 @pytest.mark.slow  # fit, evaluate and ope on the smoke run's log stripped of its probabilities (~1 min)
 def test_a_log_without_behaviour_probabilities_goes_through_fit_evaluate_and_ope(smoke_run, tmp_path, one_thread):
     from adwm.cli import main

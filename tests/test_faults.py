@@ -83,6 +83,7 @@ def _shared(made: Path) -> list[str]:
     return [*(o for o in reads(made) if not o.startswith(("run.root", "project.dir"))), f"run.root={made}/reruns"]
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("after", [7, pytest.param(1, marks=pytest.mark.slow)])
 def test_collect_killed_then_rerun_equals_uninterrupted(made, tmp_path, after):
     args = ["collect", *_shared(made), f"collect.out={tmp_path}/log.jsonl"]
@@ -100,6 +101,7 @@ def test_collect_killed_then_rerun_equals_uninterrupted(made, tmp_path, after):
         assert [s.behavior_logprob for s in e.steps] == pytest.approx([s.behavior_logprob for s in r.steps], abs=1e-5)
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("after", [4, pytest.param(1, marks=pytest.mark.slow)])
 def test_ground_truth_killed_then_rerun_equals_uninterrupted(made, tmp_path, after):
     out = tmp_path / "gt.json"
@@ -128,6 +130,7 @@ def uninterrupted_fit(made, tmp_path_factory):
 @pytest.mark.parametrize(
     "after", [30, pytest.param(3, marks=pytest.mark.slow), pytest.param(70, marks=pytest.mark.slow)]
 )
+@pytest.mark.ci
 def test_fit_killed_then_resumed_equals_uninterrupted_bit_for_bit(uninterrupted_fit, tmp_path, after):
     reference, args = uninterrupted_fit
     args = [*args, f"run.fit={tmp_path}"]
@@ -256,6 +259,7 @@ def test_workers_die_with_their_killed_parent(tmp_path):
 
 
 # -- slow: whole jobs -------------------------------------------------------------------------------------
+@pytest.mark.ci
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["quickstart.stage:1", "fit.step:15", "quickstart.stage:3"])
 def test_quickstart_killed_then_rerun_equals_uninterrupted(made, tmp_path, point):
@@ -267,6 +271,7 @@ def test_quickstart_killed_then_rerun_equals_uninterrupted(made, tmp_path, point
     _same(_stable(mine["metrics"]), _stable(ref["metrics"]))
 
 
+@pytest.mark.ci
 @pytest.mark.slow
 def test_a_killed_worker_fails_the_job_by_name_and_the_rerun_completes(made, tmp_path):
     args = ["quickstart", "experiment=smoke", f"run.root={tmp_path}", "workers=2"]
@@ -278,6 +283,7 @@ def test_a_killed_worker_fails_the_job_by_name_and_the_rerun_completes(made, tmp
     assert [p["name"] for p in mine["policies"]] == [p["name"] for p in ref["policies"]]
 
 
+@pytest.mark.ci
 @pytest.mark.slow
 def test_grid_killed_after_a_run_then_rerun_equals_uninterrupted(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the runs' processes: as many threads as the killed grid's
@@ -294,6 +300,7 @@ def test_grid_killed_after_a_run_then_rerun_equals_uninterrupted(tmp_path, monke
     assert (tmp_path / "killed" / "metrics.csv").read_text() == (tmp_path / "whole" / "metrics.csv").read_text()
 
 
+@pytest.mark.ci
 @pytest.mark.slow
 def test_two_concurrent_collects_write_each_episode_once(made, tmp_path):
     log = tmp_path / "log.jsonl"
@@ -316,6 +323,7 @@ def test_two_concurrent_collects_write_each_episode_once(made, tmp_path):
     assert len(indices) == len(set(indices))  # the second writer added nothing
 
 
+@pytest.mark.ci
 @pytest.mark.slow
 def test_scienceworld_jvm_killed_mid_episode_is_retried_and_the_log_stays_valid(tmp_path):
     pytest.importorskip("scienceworld")

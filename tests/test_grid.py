@@ -48,6 +48,7 @@ def test_grid_shares_stages_between_runs_that_differ_only_in_the_estimator(tmp_p
     assert [r.overrides for r in other] == [r.overrides for r in runs]  # keys do not depend on the run folder
 
 
+@pytest.mark.ci
 @pytest.mark.slow  # ~45 s: several smoke main jobs; in the CI selection
 def test_grid_kill_and_rerun_completes_only_the_missing_runs(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)  # the grid's own logger.mode=disabled must keep W&B off
@@ -154,6 +155,7 @@ def test_missing_grid_file(capsys, tmp_path):
     assert "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.ci
 @pytest.mark.slow  # ~55 s: two cells of smoke main jobs; in the CI selection
 def test_benchmark_writes_tables_and_plots_per_cell(tmp_path, capsys):
     out = tmp_path / "bench"
@@ -375,7 +377,7 @@ def test_committed_regimes_benchmark_has_a_heuristic_family_cell_and_a_long_hori
     assert (cells["textworld_long"].fit.max_steps, cells["textworld_long"].fit.encoder_steps) == (1400, 350)
     default = load_config([], "quickstart")
     # the built-in default (chosen on the demo's seeds 0-2) is not yet measured on these cells: their tables'
-    assert (default.evaluate.world, default.evaluate.simulate.proposal_rewards) == ("guided_analogy", "edits")
+    assert (default.evaluate.world, default.evaluate.guided_analogy.rewards) == ("guided_analogy", "edits")
     assert {c.evaluate.world for c in cells.values()} == {"diffusion"}
     assert cells["builtin_long"].env.max_steps == 2 * default.env.max_steps
     assert cells["builtin_long"].env.builtin.min_gold_steps >= default.env.builtin.max_gold_steps  # the longest before

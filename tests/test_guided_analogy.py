@@ -11,7 +11,7 @@ from adwm.data.schema import Episode, StepRecord
 from adwm.guidance.config import GuidanceConfig
 from adwm.policies.base import Policy
 from adwm.simulation.analogy import AnalogyWorld
-from adwm.simulation.config import SimulateConfig
+from adwm.simulation.config import GuidedAnalogyConfig
 from adwm.simulation.guided_analogy import nearest_proposal, pick_probabilities, rollout_guided_analogy
 from adwm.simulation.worlds import LoggedStart
 from helpers import uniform_log_world_model
@@ -126,9 +126,9 @@ def test_the_heads_pay_what_they_read_on_the_picked_latent_clipped_to_the_logged
 def test_continuation_guidance_and_an_unknown_reward_source_are_refused(wm):
     with pytest.raises(ValueError, match="guidance.eta=1.0: evaluate.world=guided_analogy"):
         _returns(wm, NEWS, "heads", eta=1.0)
-    with pytest.raises(ValueError, match="evaluate.simulate.proposal_rewards: expected one of"):
+    with pytest.raises(ValueError, match="evaluate.guided_analogy.rewards: expected one of"):
         _returns(wm, NEWS, "logged")
-    with pytest.raises(ValueError, match="evaluate.simulate.proposal_rewards: expected one of"):
-        SimulateConfig(proposal_rewards="logged")
-    with pytest.raises(ValueError, match="evaluate.simulate.proposal_temperature"):
-        SimulateConfig(proposal_temperature=-1.0)
+    with pytest.raises(ValueError, match="evaluate.guided_analogy.rewards: expected one of"):
+        GuidedAnalogyConfig(rewards="logged")
+    with pytest.raises(ValueError, match="evaluate.guided_analogy.temperature"):
+        GuidedAnalogyConfig(temperature=-1.0)

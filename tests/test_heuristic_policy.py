@@ -70,6 +70,7 @@ def test_calibration_refuses_a_heuristic_behaviour_agent_by_name():
         behaviour_policies(cfg, {"scripted": {"J": 0.1}}, "log.jsonl")
 
 
+@pytest.mark.ci
 @pytest.mark.slow  # ~80 s: a smoke main job; in the CI selection
 def test_the_main_job_runs_on_a_log_written_by_heuristic_players(tmp_path):
     """Behaviour of another family end to end: the evaluated LLM agents are estimated from a log that only

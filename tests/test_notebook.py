@@ -53,6 +53,7 @@ def test_notebook_draws_a_grid_folder(tmp_path, capsys, monkeypatch):
     assert len(namespace["fig"].axes) == 3  # one scatter per estimator
 
 
+@pytest.mark.ci
 @pytest.mark.slow
 def test_notebook_executes_on_a_smoke_grid(tmp_path, monkeypatch):
     """The notebook as a user runs it (a Jupyter kernel of this environment, nbclient) on a grid that

@@ -25,7 +25,7 @@ from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.sampling import action_log_probs, uses_model
 from adwm.runtime import costs
-from adwm.simulation.config import CANDIDATE_RULES, SimulateConfig
+from adwm.simulation.config import CANDIDATE_RULES, DiffusionConfig, SimulateConfig
 from adwm.simulation.readers import NearestTextReader
 from adwm.simulation.simulate import (
     attach_logged_worlds,
@@ -63,7 +63,7 @@ def world(tmp_path_factory):
     dm, wm = uniform_log_world_model(tmp_path_factory.mktemp("sim"), 20, 8, 0.2, 3)
     texts, adm = dm.admissible_states("train")
     wm.eval().build_proposal_bank(texts, adm)
-    attach_logged_worlds(wm, dm)  # as adwm evaluate does (evaluate.simulate.snap_world)
+    attach_logged_worlds(wm, dm)  # as adwm evaluate does (evaluate.diffusion.snap_world)
     return wm, dm
 
 
@@ -143,8 +143,9 @@ def test_simulation_names_the_missing_logged_worlds_of_a_bank_that_was_not_told_
     args = (None, logged_starts(dm))
     with pytest.raises(RuntimeError, match=r"snap_world=state: .*attach_logged_worlds.*snap_world=none"):
         simulate(wm_bare, pcfg, *args, SimulateConfig(n_rollouts=2, batch_size=2), GuidanceConfig(), 0.95, 2, 0)
-    alike = SimulateConfig(n_rollouts=2, batch_size=2, snap_world="none", snap_by_transition=False)
-    assert simulate(wm_bare, pcfg, *args, alike, GuidanceConfig(), 0.95, 2, 0).shape == (2,)
+    alike = DiffusionConfig(snap_world="none", snap_by_transition=False)
+    two = SimulateConfig(n_rollouts=2, batch_size=2)
+    assert simulate(wm_bare, pcfg, *args, two, GuidanceConfig(), 0.95, 2, 0, world=alike).shape == (2,)
 
 
 def test_rollout_evaluator_runs_inside_a_one_epoch_fit(smoke_overrides, tmp_path, bc_agent_dir):
@@ -170,7 +171,7 @@ def test_rollout_evaluator_runs_inside_a_one_epoch_fit(smoke_overrides, tmp_path
     wm = WorldModelModule.load_from_checkpoint(tmp_path / "fit" / "checkpoints" / "last.ckpt", map_location="cpu")
     dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed)
     dm.setup()
-    attach_logged_worlds(wm, dm)  # as the callback does (evaluate.simulate.snap_world)
+    attach_logged_worlds(wm, dm)  # as the callback does (evaluate.diffusion.snap_world)
     for pcfg in family_policies(OmegaConf.to_object(cfg.policy), OmegaConf.to_object(cfg.family)):
         reader = NearestTextReader(wm.eval(), LLMPolicy(pcfg)) if uses_model(pcfg) else None
         sim = dataclasses.replace(OmegaConf.to_object(cfg.evaluate.simulate), n_rollouts=4)
@@ -227,16 +228,16 @@ def test_snapping_keeps_every_simulated_latent_on_a_logged_one(world):
         seen.append(z.flatten(1))
         return transition(z, c, a)
 
-    def run(sim):
-        uniform = PolicyConfig(name="u", kind="uniform")
-        simulate(wm, uniform, None, logged_starts(dm), sim, GuidanceConfig(), 0.95, 3, 0)
+    def run(own):
+        uniform, sim = PolicyConfig(name="u", kind="uniform"), SimulateConfig(n_rollouts=4, batch_size=4)
+        simulate(wm, uniform, None, logged_starts(dm), sim, GuidanceConfig(), 0.95, 3, 0, world=own)
 
     wm.heads.transition = recorded
     try:
-        run(SimulateConfig(n_rollouts=4, batch_size=4))  # the default
+        run(DiffusionConfig())  # the default
         snapped = list(seen)
         seen.clear()
-        run(SimulateConfig(n_rollouts=4, batch_size=4, snap=False))
+        run(DiffusionConfig(snap=False))
     finally:
         wm.heads.transition = transition
     bank = wm.proposal_bank.latents
@@ -272,8 +273,11 @@ def test_snapping_within_the_world_keeps_each_rollout_on_its_own_worlds_states(w
 
         bank.snap = recorded
         try:
-            sim = SimulateConfig(n_rollouts=16, batch_size=16, snap_world="outcome" if on else "none")
-            simulate(wm, uniform, None, starts, sim, GuidanceConfig(), 0.95, 4, 0)
+            sim, own = (
+                SimulateConfig(n_rollouts=16, batch_size=16),
+                DiffusionConfig(snap_world="outcome" if on else "none"),
+            )
+            simulate(wm, uniform, None, starts, sim, GuidanceConfig(), 0.95, 4, 0, world=own)
         finally:
             del bank.snap
     picked = [starts[i].world for i in np.random.default_rng(0).integers(0, len(starts), size=16)]
@@ -316,8 +320,8 @@ def test_snapping_by_transition_lands_on_a_logged_successor_of_the_rollouts_stat
     uniform = PolicyConfig(name="u", kind="uniform")
     starts = logged_starts(dm)
     try:
-        sim = SimulateConfig(n_rollouts=32, batch_size=32, snap_by_transition=True)
-        simulate(wm, uniform, None, starts, sim, GuidanceConfig(), 0.95, 6, 0)
+        sim, own = SimulateConfig(n_rollouts=32, batch_size=32), DiffusionConfig(snap_by_transition=True)
+        simulate(wm, uniform, None, starts, sim, GuidanceConfig(), 0.95, 6, 0, world=own)
     finally:
         del bank.snap
     picked = [starts[i] for i in np.random.default_rng(0).integers(0, len(starts), size=32)]
@@ -365,8 +369,9 @@ def test_logged_rewards_pay_what_the_log_paid_for_a_transition_of_the_rollouts_w
         return out
 
     monkeypatch.setattr(sim_module, "_transition", recorded)
-    sim = SimulateConfig(n_rollouts=32, batch_size=32, logged_rewards=True, clip_rewards=False)
-    simulate(wm, PolicyConfig(name="u", kind="uniform"), None, logged_starts(dm), sim, GuidanceConfig(), 0.95, 6, 0)
+    sim, own = SimulateConfig(n_rollouts=32, batch_size=32), DiffusionConfig(logged_rewards=True, clip_rewards=False)
+    uniform = PolicyConfig(name="u", kind="uniform")
+    simulate(wm, uniform, None, logged_starts(dm), sim, GuidanceConfig(), 0.95, 6, 0, world=own)
     logged = 0
     for state, ids, worlds, index, reward in steps:
         for i, a, w, j, r in zip(state.tolist(), ids.tolist(), worlds.tolist(), index.tolist(), reward.tolist()):
@@ -406,14 +411,15 @@ def test_first_steps_without_a_list_get_proposed_candidates_and_sets_are_capped(
     wm.propose_next = recorded
     try:
         bare = [dataclasses.replace(s, admissible=None) for s in starts]
-        sim = SimulateConfig(n_rollouts=4, batch_size=4, candidates="sample")
-        out = simulate(wm, PolicyConfig(name="u", kind="uniform"), None, bare, sim, GuidanceConfig(eta=0.0), 0.95, 2, 0)
+        sim, own = SimulateConfig(n_rollouts=4, batch_size=4), DiffusionConfig(candidates="sample")
+        uniform = PolicyConfig(name="u", kind="uniform")
+        out = simulate(wm, uniform, None, bare, sim, GuidanceConfig(eta=0.0), 0.95, 2, 0, world=own)
         assert np.all(np.isfinite(out)) and seen and bool(seen[0].any(-1).all())
         # a start whose list is the whole vocabulary, capped at 3 by the proposal head's scores
         everything = [dataclasses.replace(s, admissible=list(range(len(wm.actions)))) for s in starts]
         seen.clear()
-        sim = SimulateConfig(n_rollouts=4, batch_size=4, max_candidates=3, candidates="sample")
-        simulate(wm, PolicyConfig(name="u", kind="uniform"), None, everything, sim, GuidanceConfig(eta=0.0), 0.95, 2, 0)
+        own = DiffusionConfig(max_candidates=3, candidates="sample")
+        simulate(wm, uniform, None, everything, sim, GuidanceConfig(eta=0.0), 0.95, 2, 0, world=own)
     finally:
         wm.propose_next = propose_next
     assert (seen[0].sum(-1) == 3).all()
@@ -461,9 +467,9 @@ def test_simulated_rewards_are_clipped_to_the_logged_range(world):
         uniform, sim = PolicyConfig(name="u", kind="uniform"), SimulateConfig(n_rollouts=4, batch_size=4)
         guidance, starts = GuidanceConfig(eta=0.0), logged_starts(dm)
         raw = simulate(wm, uniform, None, starts, sim, guidance, 0.5, 3, 0, reward_range=(lo, hi))
-        unclipped = dataclasses.replace(sim, clip_rewards=False)
+        unclipped = DiffusionConfig(clip_rewards=False)
         assert np.all(raw == 0.0)
-        off = simulate(wm, uniform, None, starts, unclipped, guidance, 0.5, 3, 0, reward_range=(lo, hi))
+        off = simulate(wm, uniform, None, starts, sim, guidance, 0.5, 3, 0, reward_range=(lo, hi), world=unclipped)
         assert np.all(off < -0.99)  # at least the first step's -1 (termination may end a rollout)
     finally:
         with torch.no_grad():
@@ -474,10 +480,9 @@ def test_simulated_rewards_are_clipped_to_the_logged_range(world):
 def test_unknown_candidate_rule_is_a_named_error(world):
     wm, dm = world
     with pytest.raises(
-        ValueError, match=r"evaluate.simulate.candidates: unknown rule 'oracle'.*retrieval.*sample.*threshold"
+        ValueError, match=r"evaluate.diffusion.candidates: unknown rule 'oracle'.*retrieval.*sample.*threshold"
     ):
-        sim = SimulateConfig(n_rollouts=2, batch_size=2, candidates="oracle")
-        simulate(wm, PolicyConfig(name="u", kind="uniform"), None, logged_starts(dm), sim, GuidanceConfig(), 0.9, 2, 0)
+        DiffusionConfig(candidates="oracle")
 
 
 def test_every_candidate_rule_gives_finite_reproducible_returns(world):
@@ -501,9 +506,9 @@ def test_every_candidate_rule_gives_finite_reproducible_returns(world):
     try:
         for rule in CANDIDATE_RULES:
             generators.clear()
-            sim = SimulateConfig(n_rollouts=6, batch_size=6, candidates=rule)
-            a = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1)
-            b = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1)
+            sim, own = SimulateConfig(n_rollouts=6, batch_size=6), DiffusionConfig(candidates=rule)
+            a = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1, world=own)
+            b = simulate(wm, uniform, None, starts, sim, GuidanceConfig(eta=0.0), 0.9, 3, 1, world=own)
             assert np.all(np.isfinite(a)) and np.array_equal(a, b)
             # two runs of three steps, a proposal after each
             assert len(generators) == (0 if rule == "retrieval" else 2 * 3)
@@ -534,8 +539,8 @@ def test_retrieval_candidates_are_the_list_of_the_nearest_logged_state(world):
     assert (capped.sum(-1) == 1).all() and not (capped & ~sets).any()
     bank_saved, wm.proposal_bank = wm.proposal_bank, None
     try:
-        sim = SimulateConfig(n_rollouts=2, batch_size=2, candidates="retrieval")
-        with pytest.raises(RuntimeError, match="evaluate.simulate.candidates=retrieval: the world model has no bank"):
+        sim = SimulateConfig(n_rollouts=2, batch_size=2)  # the default candidates: retrieval
+        with pytest.raises(RuntimeError, match="evaluate.diffusion.candidates=retrieval: the world model has no bank"):
             simulate(
                 wm, PolicyConfig(name="u", kind="uniform"), None, logged_starts(dm), sim, GuidanceConfig(), 0.9, 2, 0
             )
@@ -632,7 +637,7 @@ def test_sampler_steps_of_a_simulation_replace_the_world_models_own(world):
     assert simulation_sampler(wm, 0) is wm.sampler and simulation_sampler(wm, own.steps) is wm.sampler
     fewer = simulation_sampler(wm, 2)
     assert len(fewer.timesteps) == 2 and int(fewer.timesteps[-1]) == 0 and fewer.cfg.train_steps == own.train_steps
-    with pytest.raises(ValueError, match="evaluate.simulate.sampler_steps"):
+    with pytest.raises(ValueError, match="evaluate.diffusion.sampler_steps"):
         simulation_sampler(wm, own.train_steps + 1)
     uniform = PolicyConfig(name="u", kind="uniform")
     runs = [
@@ -641,24 +646,25 @@ def test_sampler_steps_of_a_simulation_replace_the_world_models_own(world):
             uniform,
             None,
             logged_starts(dm),
-            SimulateConfig(n_rollouts=6, sampler_steps=k),
+            SimulateConfig(n_rollouts=6),
             GuidanceConfig(eta=0.0),
             0.95,
             4,
             0,
+            world=DiffusionConfig(sampler_steps=k),
         )
         for k in (0, 2, 2)
     ]
     np.testing.assert_array_equal(runs[1], runs[2])
     assert np.all(np.isfinite(runs[1]))
-    with pytest.raises(ValueError, match="evaluate.simulate.sampler_steps"):
-        SimulateConfig(sampler_steps=-1)
+    with pytest.raises(ValueError, match="evaluate.diffusion.sampler_steps"):
+        DiffusionConfig(sampler_steps=-1)
 
 
 def test_a_writing_agent_writes_in_a_log_with_lists_and_its_random_share_draws_from_the_nearest_list(
     world, bc_agent_dir
 ):
-    """`evaluate.simulate.agents_write` (the default): a generate-mode agent writes its action (the action
+    """`evaluate.diffusion.agents_write` (the default): a generate-mode agent writes its action (the action
     encoder embeds the text) rather than picking among the capped candidates; its eps share draws uniformly
     from the logged list of the nearest logged state. Off, it picks among the candidates."""
     from adwm.simulation.simulate import _written_actions
@@ -676,8 +682,8 @@ def test_a_writing_agent_writes_in_a_log_with_lists_and_its_random_share_draws_f
         assert record.to_dict()["counts"]["writer/states"] > 0 and embedded
         embedded.clear()
         with costs.recording() as record:
-            picked = dataclasses.replace(sim, agents_write=False)
-            simulate(wm, pcfg, reader, logged_starts(dm), picked, GuidanceConfig(eta=0.0), 0.9, 3, 0)
+            picked = DiffusionConfig(agents_write=False)
+            simulate(wm, pcfg, reader, logged_starts(dm), sim, GuidanceConfig(eta=0.0), 0.9, 3, 0, world=picked)
         assert "writer/states" not in record.to_dict()["counts"] and not embedded
     finally:
         wm.embed_actions = real

@@ -75,6 +75,7 @@ def test_zero_shot_smollm2_scores_actions_like_a_full_forward_pass_and_writes_co
     assert np.isfinite(writer.generation_log_probs([state], [action])[0])
 
 
+@pytest.mark.ci
 @pytest.mark.slow  # ~1.5 min on 2 idle cores: .ci/run runs it after the default suite
 def test_lora_fine_tuned_smollm2_puts_more_probability_on_held_out_gold_actions(tmp_path):
     cfg = load_config(OVERRIDES + [f"run.root={tmp_path}"])

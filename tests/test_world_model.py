@@ -445,12 +445,12 @@ def test_snapping_within_the_world_keeps_to_the_rollouts_world_where_it_saw_the_
     assert index.tolist() == [1, 2, 3, 3, 1, 0] and torch.equal(snapped.view(6, 2), latents[index])
     with pytest.raises(ValueError, match="4 states but 3 world lists"):
         bank.attach_worlds([[0], [0], [1]], 2)
-    from adwm.simulation.config import SimulateConfig
+    from adwm.simulation.config import DiffusionConfig
 
     with pytest.raises(
-        ValueError, match=r"evaluate.simulate.snap_world: expected one of \['none', 'outcome', 'state'\]"
+        ValueError, match=r"evaluate.diffusion.snap_world: expected one of \['none', 'outcome', 'state'\]"
     ):
-        SimulateConfig(snap_world="yes")
+        DiffusionConfig(snap_world="yes")
 
 
 def test_snapping_by_transition_keeps_to_the_logged_successors_of_the_state_and_action():

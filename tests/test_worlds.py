@@ -178,28 +178,40 @@ def test_a_cut_at_the_step_limit_is_not_an_end_in_the_worlds_built_from_the_log(
         assert world.step(state, "look", rng)[2] is True
 
 
-def test_the_analogy_world_is_built_once_a_process_per_log_and_split(tmp_path, monkeypatch):
-    """A worker simulating several policies builds the analogy world of a log's training split once; another
-    split, or the log written again, builds it anew (its rollouts keep their own state, so sharing is safe:
-    test_guided_analogy.py and the evaluate tests check the estimates)."""
+def test_a_world_is_built_once_a_process_per_log_and_settings(smoke_run, monkeypatch):
+    """A worker simulating several policies builds its world (for `analogy`, the analogy world of the log's
+    training split) once; other world settings, or the log written again, build it anew (its rollouts keep
+    their own state, so sharing is safe: test_guided_analogy.py and the evaluate tests check the estimates)."""
     import os
-    from types import SimpleNamespace
+    from pathlib import Path
 
+    from adwm.config import load_config
+    from adwm.simulation.registry import AnalogyTextWorld, NearestWorld
     from adwm.stages import evaluate as evaluate_stage
+    from helpers import reads
 
-    built = []
-    monkeypatch.setattr(evaluate_stage, "AnalogyWorld", lambda episodes: built.append(episodes) or object())
-    monkeypatch.setattr(evaluate_stage, "_ANALOGY", {})
-    log = tmp_path / "episodes.jsonl"
-    log.write_text("{}\n")
-    episodes = [Episode("builtin", s, "task", "p", [], "end", index=s) for s in range(3)]
-    split = SimpleNamespace(train_episodes=episodes[:2])
-    first = evaluate_stage._analogy_world(str(log), split)
-    assert evaluate_stage._analogy_world(str(log), SimpleNamespace(train_episodes=episodes[:2])) is first
-    assert len(built) == 1
-    other = evaluate_stage._analogy_world(str(log), SimpleNamespace(train_episodes=episodes[1:]))
-    assert other is not first and len(built) == 2
+    monkeypatch.setattr(evaluate_stage, "_LOADED", {})
+    cfg = load_config([*reads(smoke_run), "evaluate.world=analogy"], "evaluate")
+    log = Path(cfg.data.log)
+    first = evaluate_stage.loaded_world(cfg, log)
+    assert isinstance(first, AnalogyTextWorld) and evaluate_stage.loaded_world(cfg, log) is first
+    nearest = load_config([*reads(smoke_run), "evaluate.world=nearest"], "evaluate")
+    assert isinstance(evaluate_stage.loaded_world(nearest, log), NearestWorld)
+    again = evaluate_stage.loaded_world(cfg, log)
+    assert again is not first
     stat = log.stat()
-    os.utime(log, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the log written again
-    assert evaluate_stage._analogy_world(str(log), SimpleNamespace(train_episodes=episodes[1:])) is not other
-    assert len(built) == 3
+    try:
+        os.utime(log, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the log written again
+        assert evaluate_stage.loaded_world(cfg, log) is not again
+    finally:
+        os.utime(log, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_every_world_of_the_config_has_a_class_and_an_unknown_one_is_named():
+    from adwm.simulation.config import WORLDS
+    from adwm.simulation.registry import WORLD_CLASSES, world_class
+
+    assert set(WORLD_CLASSES) == set(WORLDS)
+    assert all(world_class(name).name == name for name in WORLDS)
+    with pytest.raises(ValueError, match=r"evaluate.world: unknown world 'dream'; choose from \['diffusion'"):
+        world_class("dream")

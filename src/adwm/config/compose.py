@@ -28,7 +28,8 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, InterpolationKeyError, OmegaConfBaseException
 
-from adwm.config.schema import AppConfig
+from adwm.config.schema import AppConfig, ablation_settings
+from adwm.simulation.config import world_spec
 from adwm.runtime.checks import safe_name
 from adwm.runtime.devices import check_device
 
@@ -196,6 +197,7 @@ def load_config(overrides: list[str] | None = None, command: str = "config") -> 
         cfg = _merge(cfg, exp_delta, str(exp_file))
     for item in dotlist:
         cfg = _override(cfg, item)
+    _apply_ablation(cfg)
     if cfg.device:
         _every_device(cfg, cfg.device)
     try:
@@ -210,6 +212,21 @@ def load_config(overrides: list[str] | None = None, command: str = "config") -> 
     except ValueError as err:
         raise ConfigError(_located(cfg, str(err).splitlines()[0])) from None
     return cfg
+
+
+def _apply_ablation(cfg: DictConfig) -> None:
+    """Write the settings the `ablation` switches stand for (schema.ablation_settings) into `cfg`; a
+    continuation switch keeps a guidance.eta set above 0."""
+    try:
+        OmegaConf.to_object(cfg.ablation)
+        world = str(cfg.evaluate.world)  # the environment's `env.world` unless set
+        world_spec(world)
+    except (ValueError, OmegaConfBaseException) as err:
+        raise ConfigError(_located(cfg, str(err).splitlines()[0])) from None
+    for key, value in ablation_settings(cfg.ablation, world).items():
+        if key == "guidance.eta" and cfg.guidance.eta > 0:
+            continue
+        OmegaConf.update(cfg, key, value)
 
 
 def _every_device(cfg: DictConfig, device: str) -> None:

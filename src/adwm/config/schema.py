@@ -21,6 +21,7 @@ from adwm.ope.config import OPEConfig
 from adwm.policies.config import PolicyConfig
 from adwm.runtime.checks import require, safe_name
 from adwm.runtime.config import LoggerConfig, TrainerConfig
+from adwm.simulation.config import world_spec
 from adwm.stages.config import (
     AgentConfig,
     CollectConfig,
@@ -33,13 +34,43 @@ from adwm.stages.config import (
 
 @dataclass
 class AblationConfig:
-    """Every ablation flag of the method in one block. The defaults are this implementation's method; where one
-    departs from the paper's full method (the projector), docs/decisions.md says why."""
+    """Every switch of the method in one block, each mapped to the settings it changes (`ablation_settings`),
+    so a grid over `ablation.*` is the ablation study. The defaults are the default method; where one departs
+    from the paper's full method (the projector, continuation), docs/decisions.md says why."""
 
-    # true: the agent reads the projector's soft tokens (the paper's G_psi); false: the text of the logged
-    # observation the simulated latent snaps to (decisions.md, "The agent reads the snapped state's text")
+    action_guidance: bool = True  # false: guidance.omega = 0, the action-free prior P(z'|h)
+    # true: Theorem 1's continuation factor, guidance.eta = 1 where it is 0 (and evaluate.world=diffusion where
+    # the world's agents read text, which has no continuation from latents)
+    continuation: bool = False
+    # true: the agent reads the projector's soft tokens (the paper's G_psi; evaluate.world=diffusion where the
+    # world's agents read text); false: the text of the state
     projector: bool = False
     joint_encoder: bool = True  # false: the encoder stays frozen during `adwm fit`
+    # false: the heads pay each step instead of the log's own outcomes (evaluate.guided_analogy.rewards=heads)
+    log_rewards: bool = True
+    world: str = ""  # a name of simulation/config.py's WORLDS sets evaluate.world; "": the environment's own
+
+    def __post_init__(self) -> None:
+        if self.world:
+            world_spec(self.world, "ablation.world")
+
+
+def ablation_settings(ablation, world: str) -> dict[str, object]:
+    """The dotted config keys (and values) that the switches of `ablation` (an `AblationConfig` or its
+    config node) set in a config whose `evaluate.world` is `world`; `projector` and `joint_encoder` are read
+    by the stages themselves."""
+    out: dict[str, object] = {}
+    if ablation.world:
+        world = out["evaluate.world"] = ablation.world
+    if (ablation.continuation or ablation.projector) and not world_spec(world).reads_latents:
+        out["evaluate.world"] = "diffusion"
+    if not ablation.action_guidance:
+        out["guidance.omega"] = 0.0
+    if ablation.continuation:
+        out["guidance.eta"] = 1.0
+    if not ablation.log_rewards:
+        out["evaluate.guided_analogy.rewards"] = "heads"
+    return out
 
 
 @dataclass
@@ -76,7 +107,7 @@ class BenchmarkConfig:
 
 @dataclass
 class RunConfig:
-    root: str = "runs/${experiment}"  # everything an experiment makes lives under here
+    root: str = "runs/${experiment}/seed${seed}"  # everything a run (experiment and seed) makes lives under here
     dir: str = "${run.root}/${command}"  # this command's outputs
     fit: str = "${run.root}/fit"  # the world model's folder; a grid shares it between runs that differ only later
 
@@ -131,19 +162,20 @@ class AppConfig:
             self.evaluate.world_model,
             f"the world model the projectors are trained on, project.world_model ({self.project.world_model})",
         )
-        # in the analogy world the agent reads the state's text: no projector, no continuation from latents
-        if self.evaluate.world == "guided_analogy":
+        # a world whose agents read text, not latents, has no projector and no continuation from latents
+        world = self.evaluate.world
+        if not world_spec(world).reads_latents and world_spec(world).learned:
             require(
                 not self.ablation.projector,
                 "ablation.projector",
                 self.ablation.projector,
-                "false with evaluate.world=guided_analogy, whose agents read the state's text (set "
+                f"false with evaluate.world={world}, whose agents read the state's text (set "
                 "evaluate.world=diffusion to read the projector's soft tokens)",
             )
             require(
                 self.guidance.eta == 0,
                 "guidance.eta",
                 self.guidance.eta,
-                "0 with evaluate.world=guided_analogy, which has no continuation guidance (set "
+                f"0 with evaluate.world={world}, which has no continuation guidance (set "
                 "evaluate.world=diffusion for Theorem 1's continuation factor)",
             )

@@ -132,14 +132,19 @@ def parse_episode(line: str, where: str, privileged: bool = False) -> Episode:
     )
 
 
-def read_episodes(path: str | Path, privileged: bool = False, env: str | None = None) -> list[Episode]:
+def read_episodes(
+    path: str | Path, privileged: bool = False, env: str | None = None, key: str = "data.log"
+) -> list[Episode]:
     """All episodes of a JSONL log; the first bad line raises `LogFormatError` naming file:line and field.
-    `env`: the environment every episode must come from (a log of another world is refused, not used)."""
+    `env`: the environment every episode must come from (a log of another world is refused, not used);
+    `key`: the config key the path came from, named in the errors of a missing file or a folder."""
     path = Path(path)
     if path.is_dir():
-        raise LogFormatError(f"episode log '{path}' is a folder; expected a JSONL file of episodes")
+        found = sorted(p.name for p in path.glob("*.jsonl"))[:3]
+        hint = f" (JSONL files there: {', '.join(found)})" if found else ""
+        raise LogFormatError(f"{key}: episode log '{path}' is a folder; expected a JSONL file of episodes{hint}")
     if not path.is_file():
-        raise FileNotFoundError(f"episode log '{path}' does not exist")
+        raise FileNotFoundError(f"{key}: episode log '{path}' does not exist")
     episodes = []
     with path.open("rb") as f:
         for n, raw in enumerate(f, start=1):

@@ -24,6 +24,9 @@ class EnvConfig:
     textworld: TextWorldConfig = field(default_factory=TextWorldConfig)
     shop: ShopEnvConfig = field(default_factory=ShopEnvConfig)
     multihop: MultihopEnvConfig = field(default_factory=MultihopEnvConfig)
+    # the world `adwm evaluate` simulates this environment's agents in unless `evaluate.world` says otherwise
+    # (simulation/config.py's WORLDS); not part of the environment, so not of its signature
+    world: str = "diffusion"
 
     def __post_init__(self) -> None:
         one_of(self.name, "env.name", ENVS)
@@ -45,7 +48,7 @@ def env_signature(cfg: EnvConfig | dict) -> dict:
     environment's section, so adding an adapter (or editing an unused section) does not invalidate what
     was made for another environment."""
     d = asdict(cfg) if not isinstance(cfg, dict) else dict(cfg)
-    return {k: v for k, v in d.items() if k not in ENVS or k == d["name"]}
+    return {k: v for k, v in d.items() if (k not in ENVS or k == d["name"]) and k != "world"}
 
 
 def make_env(cfg: EnvConfig) -> TextEnv:

@@ -25,7 +25,7 @@ from adwm.policies.config import PolicyConfig
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.sampling import uses_model
 from adwm.runtime.atomic import atomic_write_json
-from adwm.simulation.config import SimulateConfig
+from adwm.simulation.config import DiffusionConfig, SimulateConfig
 from adwm.simulation.readers import NearestTextReader
 from adwm.simulation.simulate import (
     attach_logged_worlds,
@@ -50,9 +50,11 @@ class RolloutEvaluator(L.Callback):
         seed: int = 0,
         reader_for: Callable | None = None,
         at_fit_end: bool = True,
+        world: DiffusionConfig | None = None,
     ) -> None:
         self.policies, self.dm, self.out_dir = policies, datamodule, Path(out_dir)
         self.sim, self.gamma, self.horizon, self.every = simulate_cfg, gamma, horizon, every_n_epochs
+        self.world = world  # the learned world's settings (evaluate.diffusion); None: the defaults
         self.truth, self.seed = truth, seed
         self.guidance = guidance or GuidanceConfig(eta=0.0)  # continuation guidance needs a projector and a tail
         self.reader_for = reader_for or self._nearest_text
@@ -97,6 +99,7 @@ class RolloutEvaluator(L.Callback):
                 self.horizon,
                 self.seed,
                 reward_range=reward_range,
+                world=self.world,
             )
             j_hat[pcfg.name] = float(np.mean(returns))
         logs = {f"rollout/J_hat/{k}": v for k, v in j_hat.items()}

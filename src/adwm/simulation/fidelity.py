@@ -53,7 +53,7 @@ def replay_fidelity(
 ) -> dict[str, float]:
     """`fidelity/...` metrics of world model `wm` (a fitted `WorldModelModule` with its bank of logged
     states) on `episodes` (held out), with the controls built from `train_episodes`. `by_action`: the snap
-    keeps to the logged states the action led to (evaluate.simulate.snap_by_action)."""
+    keeps to the logged states the action led to (evaluate.diffusion.snap_by_action)."""
     if not episodes:
         return {}
     if wm.proposal_bank is None or wm.proposal_bank.texts is None:

@@ -11,10 +11,10 @@ them by how often the log made each. Here the two take turns as the learned mode
 2. the analogy world proposes every next state it allows (`AnalogyWorld.proposals`);
 3. the learned model samples z_{t+1} from the rollout's history window and the action, with action
    guidance (`guidance.omega`), and the proposal whose encoded text is nearest to the sample is the next
-   state (a single proposal is taken as it is); with `evaluate.simulate.proposal_temperature` above 0 the
+   state (a single proposal is taken as it is); with `evaluate.guided_analogy.temperature` above 0 the
    next state is drawn instead, each proposal weighted by how often the log made it times how near the
    sample lands to it (`pick_probabilities`);
-4. the reward and the end are the chosen proposal's (`evaluate.simulate.proposal_rewards=edits`, the
+4. the reward and the end are the chosen proposal's (`evaluate.guided_analogy.rewards=edits`, the
    default: what the rollout's own logged world paid and ended for the action in that scene, else the mean
    reward of the logged outcomes that made its text, an end drawn with their share of ends) or the heads'
    on the chosen latent (`heads`, the reward clipped to the logged range as in `diffusion`); the history

@@ -1,4 +1,5 @@
-"""Simulated rollouts: the evaluated agent and the world model take turns (DESIGN section 2, Rollout).
+"""Simulated rollouts in the learned world model (`evaluate.world=diffusion`): the evaluated agent and the
+world model take turns.
 
 Each rollout starts from a logged initial observation (real text, encoded) with
 its logged admissible list. Then, batched over rollouts: the agent reads the
@@ -30,7 +31,7 @@ from adwm.policies.config import PolicyConfig
 from adwm.policies.sampling import action_log_probs, uses_model
 from adwm.runtime import costs
 from adwm.runtime.progress import bar
-from adwm.simulation.config import SimulateConfig
+from adwm.simulation.config import DiffusionConfig, SimulateConfig
 from adwm.simulation.readers import LatentReader
 
 
@@ -56,8 +57,8 @@ def logged_starts(dm) -> list[Start]:
 
 def attach_logged_worlds(wm: WorldModel, dm) -> None:
     """Tell the world model's bank in which logged worlds each of its states was seen, with the ids of
-    `logged_starts(dm)` (evaluate.simulate.snap_world), and the logged transitions between its states
-    (evaluate.simulate.snap_by_transition); a bank without texts is left as it is."""
+    `logged_starts(dm)` (evaluate.diffusion.snap_world), and the logged transitions between its states
+    (evaluate.diffusion.snap_by_transition); a bank without texts is left as it is."""
     bank = wm.proposal_bank
     if bank is not None and bank.texts is not None:
         bank.attach_worlds(dm.state_worlds(bank.texts), dm.n_worlds)
@@ -83,67 +84,69 @@ def simulate(
     seed: int,
     continuation: Continuation | None = None,
     reward_range: tuple[float, float] | None = None,
+    world: DiffusionConfig | None = None,
 ) -> np.ndarray:
     """Discounted returns (n_rollouts,) of `policy` simulated in `world_model`.
 
     `reader` turns latents into candidate scores (None for a uniform policy); `continuation`
     builds log C for guidance (None: continuation guidance off); `reward_range` (the logged rewards'
-    `logged_reward_range`) bounds the simulated rewards when `cfg.clip_rewards`."""
+    `logged_reward_range`) bounds the simulated rewards when `world.clip_rewards`; `world`: the learned
+    world's settings (`evaluate.diffusion`; None: the defaults)."""
+    sim, cfg = cfg, world or DiffusionConfig()
     if cfg.candidates == "retrieval" and world_model.proposal_bank is None:
         raise RuntimeError(
-            "evaluate.simulate.candidates=retrieval: the world model has no bank of logged states (fit builds it)"
+            "evaluate.diffusion.candidates=retrieval: the world model has no bank of logged states (fit builds it)"
         )
     bank = world_model.proposal_bank
     if cfg.snap and cfg.snap_world != "none" and bank is not None and bank.world_states is None:
         raise RuntimeError(
-            f"evaluate.simulate.snap_world={cfg.snap_world}: the world model's bank was not told which logged "
+            f"evaluate.diffusion.snap_world={cfg.snap_world}: the world model's bank was not told which logged "
             "world each of its states belongs to; call simulation.simulate.attach_logged_worlds(world_model, "
-            "data_module) first (adwm evaluate does), or set evaluate.simulate.snap_world=none"
+            "data_module) first (adwm evaluate does), or set evaluate.diffusion.snap_world=none"
         )
     wm = world_model.eval()
     sampler = simulation_sampler(wm, cfg.sampler_steps)
     gen = torch.Generator().manual_seed(seed)
-    pick = np.random.default_rng(seed).integers(0, len(starts), size=cfg.n_rollouts)
+    pick = np.random.default_rng(seed).integers(0, len(starts), size=sim.n_rollouts)
     writes = agent_writes(wm, policy, cfg)
     returns = []
-    batches = range(0, cfg.n_rollouts, cfg.batch_size)
+    batches = range(0, sim.n_rollouts, sim.batch_size)
     with bar(len(batches) * horizon, f"simulate {policy.name}", "step") as shown:
         for lo in batches:
-            batch = [starts[i] for i in pick[lo : lo + cfg.batch_size]]
+            batch = [starts[i] for i in pick[lo : lo + sim.batch_size]]
             # a free-form log: one generator a rollout, so its written actions do not depend on its batch
             rngs = [np.random.default_rng((seed, lo + i)) for i in range(len(batch))] if writes else None
             args = (wm, sampler, policy, reader, batch, guidance, gamma, horizon, gen, continuation, cfg, reward_range)
             returns.append(_rollout_batch(*args, rngs, shown.update))
-            shown.update((lo // cfg.batch_size + 1) * horizon - shown.n)  # the steps of rollouts that ended early
+            shown.update((lo // sim.batch_size + 1) * horizon - shown.n)  # the steps of rollouts that ended early
     return np.concatenate(returns)
 
 
-def agent_writes(wm: WorldModel, policy: PolicyConfig, cfg: SimulateConfig) -> bool:
+def agent_writes(wm: WorldModel, policy: PolicyConfig, cfg: DiffusionConfig) -> bool:
     """Whether the agent writes its actions in simulation (no candidate sets): always in a free-form log,
-    and for a writing agent (`mode: generate`) with `evaluate.simulate.agents_write`."""
+    and for a writing agent (`mode: generate`) with `evaluate.diffusion.agents_write`."""
     return wm.free_form or (cfg.agents_write and policy.mode == "generate")
 
 
-def simulation_sampler(wm: WorldModel, steps: int) -> DiffusionSampler:
-    """The world model's sampler with `steps` reverse steps (`evaluate.simulate.sampler_steps`; 0: its own)."""
+def simulation_sampler(wm: WorldModel, steps: int, key: str = "evaluate.diffusion.sampler_steps") -> DiffusionSampler:
+    """The world model's sampler with `steps` reverse steps (the config's `key`; 0: its own)."""
     own = wm.sampler.cfg
     if steps == 0 or steps == own.steps:
         return wm.sampler
     if own.method != "ddim":
         raise ValueError(
-            f"evaluate.simulate.sampler_steps={steps}: the world model samples with {own.method}, which takes "
+            f"{key}={steps}: the world model samples with {own.method}, which takes "
             f"every one of its {own.train_steps} steps; use 0 (its own) or a ddim world model"
         )
     if steps > own.train_steps:
         raise ValueError(
-            f"evaluate.simulate.sampler_steps: expected 0..{own.train_steps} (the world model's "
-            f"world_model.sampler.train_steps), got {steps}"
+            f"{key}: expected 0..{own.train_steps} (the world model's world_model.sampler.train_steps), got {steps}"
         )
     return DiffusionSampler(replace(own, steps=steps))
 
 
 def _transition(
-    wm, z_next, c, a, ids, worlds, state, gen, cfg: SimulateConfig, reward_range
+    wm, z_next, c, a, ids, worlds, state, gen, cfg: DiffusionConfig, reward_range
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Snap z_{t+1} to the nearest logged latent (`cfg.snap`; among the states the chosen actions `ids` led
     to in the log with `cfg.snap_by_action`, among those seen in each rollout's logged world `worlds`
@@ -155,7 +158,7 @@ def _transition(
     index, moves, by_world = None, None, None
     if cfg.snap:
         if wm.proposal_bank is None:
-            raise RuntimeError("evaluate.simulate.snap=true: the world model has no bank of logged latents")
+            raise RuntimeError("evaluate.diffusion.snap=true: the world model has no bank of logged latents")
         with costs.section("simulate/retrieval"):
             by_world = worlds if cfg.snap_world != "none" else None
             by_action = ids if cfg.snap_by_action else None
@@ -176,7 +179,7 @@ def _transition(
 def _written_actions(wm: WorldModel, policy: PolicyConfig, reader: LatentReader | None, z, tasks, rngs) -> list[str]:
     """The actions the agent writes in latent states z: its own text where it reads the state; for a uniform
     policy and for the eps share, a logged action drawn uniformly from the nearest logged state's list
-    (`evaluate.simulate.agents_write` in a log with lists) or from the whole vocabulary (a free-form log, or
+    (`evaluate.diffusion.agents_write` in a log with lists) or from the whole vocabulary (a free-form log, or
     a state logged without its list)."""
     out = [""] * len(tasks)
     random = [reader is None or r.random() < policy.eps for r in rngs]
@@ -206,7 +209,7 @@ def _rollout_batch(
     horizon: int,
     gen: torch.Generator,
     continuation: Continuation | None,
-    cfg: SimulateConfig,
+    cfg: DiffusionConfig,
     reward_range: tuple[float, float] | None,
     rngs: list[np.random.Generator] | None = None,
     step: Callable[[int], object] = lambda n: None,

@@ -8,9 +8,15 @@ from typing import Any
 from adwm.guidance.config import TailConfig
 from adwm.models.world_model.config import RolloutHeadsConfig
 from adwm.policies.config import PolicyConfig, TinyModelConfig
-from adwm.runtime.checks import at_least, in_range, one_of, require, safe_name
+from adwm.runtime.checks import at_least, in_range, require, safe_name
 from adwm.runtime.devices import check_device
-from adwm.simulation.config import WORLDS, SimulateConfig, check_calibration
+from adwm.simulation.config import (
+    DiffusionConfig,
+    GuidedAnalogyConfig,
+    SimulateConfig,
+    check_calibration,
+    world_spec,
+)
 
 
 @dataclass
@@ -120,17 +126,17 @@ class EvaluateConfig:
     # where the world model, its projectors and tail values run in simulation: cpu, cuda[:k], mps, or auto (a
     # GPU when present); each agent runs on its own `device` (policy.device)
     device: str = "cpu"
-    # what the agent is rolled out in (simulation/worlds.py): `diffusion` the learned world model; `oracle`
-    # the real environment from the logged starts (the floor of the estimator's error); `nearest` and `stay`
-    # the log's controls (certainty-equivalence on logged successors; the state kept); `analogy` the log's edits
-    # applied by analogy (simulation/analogy.py); `guided_analogy` (the default, chosen on the built-in world's
-    # seeds 0-2) the learned world model picking each next state among the analogy world's proposals
-    # (simulation/guided_analogy.py). The other cells' experiments pin `diffusion`, which their tables measured
-    world: str = "guided_analogy"
+    # what the agent is rolled out in (simulation/registry.py): `diffusion` the learned world model, or
+    # `guided_analogy`, or one of the controls (`oracle`, `nearest`, `stay`, `analogy`); each environment's
+    # default is its `env.world`
+    world: str = "${env.world}"
+    diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)  # evaluate.world=diffusion's settings
+    guided_analogy: GuidedAnalogyConfig = field(default_factory=GuidedAnalogyConfig)  # ... =guided_analogy's
 
     def __post_init__(self) -> None:
         check_calibration(self.calibration)
-        one_of(self.world, "evaluate.world", WORLDS)
+        if not self.world.startswith("${"):  # the default interpolation is checked once resolved
+            world_spec(self.world)
         check_device(self.device, "evaluate.device")
 
 

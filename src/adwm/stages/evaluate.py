@@ -1,7 +1,8 @@
 """`adwm evaluate`: ADWM estimates J_hat for a policy family from a trained world model.
 
-Per policy: the agent's projector (trained or reused per agent backbone by
-`adwm project`), its continuation tail value, then batched simulated rollouts.
+Per policy: the rollouts of the world of `evaluate.world` (simulation/registry.py; in the learned world
+the agent's projector, trained or reused per agent backbone by `adwm project`, and its continuation tail
+value).
 Results are written atomically after each policy; a rerun with the same
 settings skips the policies already estimated.
 """
@@ -12,25 +13,22 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from adwm.data.datamodule import TrajectoryDataModule, read_log
-from adwm.envs.registry import make_env
 from adwm.evaluation.bootstrap import mean_interval
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import true_values
 from adwm.evaluation.metrics import family_metrics
-from adwm.guidance.continuation import Continuation, fit_tail_value
 from adwm.models.world_model import WorldModelModule
 from adwm.policies.config import PolicyConfig
-from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.loading import model_fingerprint
 from adwm.policies.sampling import uses_model
-from adwm.runtime import costs
 from adwm.runtime.atomic import read_json, update_json
 from adwm.runtime.cache import as_json, entry_matches
 from adwm.runtime.checkpoints import load_checkpoint
@@ -38,35 +36,22 @@ from adwm.runtime.devices import resolve_device
 from adwm.runtime.faults import reached
 from adwm.runtime.hub import check_model_source
 from adwm.runtime.parallel import run_jobs
-from adwm.runtime.progress import bar, say
-from adwm.simulation.analogy import AnalogyWorld
+from adwm.runtime.progress import say
 from adwm.simulation.calibration import fit_calibration, logged_values
-from adwm.simulation.config import LEARNED_WORLDS
-from adwm.simulation.guided_analogy import rollout_guided_analogy
-from adwm.simulation.readers import NearestTextReader, SoftTokenReader
-from adwm.simulation.simulate import (
-    agent_writes,
-    attach_logged_worlds,
-    logged_reward_range,
-    logged_starts,
-    simulate,
-    simulation_sampler,
-)
-from adwm.simulation.worlds import LoggedWorld, OracleWorld, logged_episode_starts, rollout_world
+from adwm.simulation.config import world_spec
+from adwm.simulation.readers import SoftTokenReader
+from adwm.simulation.registry import World, WorldInputs, make_world, world_class
+from adwm.simulation.simulate import attach_logged_worlds
 from adwm.stages.config import EvaluateConfig
 from adwm.stages.project import load_projector, project
 
 
-def estimate_policy(
-    cfg: DictConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig, cache: dict | None = None
-) -> dict:
-    ecfg = OmegaConf.to_object(cfg.evaluate)
+def estimate_policy(world: World, pcfg: PolicyConfig) -> dict:
+    """One policy's simulated value in `world`, with its bootstrap interval (unit: rollout)."""
+    sim = world.sim
     start = time.time()
-    if ecfg.world == "diffusion":
-        returns = _diffusion_returns(cfg, ecfg, wm, dm, pcfg, cache)
-    else:
-        returns = _text_world_returns(cfg, ecfg, wm, dm, pcfg)
-    lo, hi = mean_interval(returns, ecfg.simulate.ci_resamples, ecfg.simulate.ci_level, cfg.seed)  # unit: rollout
+    returns = world.rollout(pcfg)
+    lo, hi = mean_interval(returns, sim.ci_resamples, sim.ci_level, world.seed)
     return {
         "J_hat_sim": float(returns.mean()),  # simulated; evaluate() adds the calibration's J_hat
         "ci_sim": [lo, hi],
@@ -75,140 +60,16 @@ def estimate_policy(
     }
 
 
-def _diffusion_returns(
-    cfg: DictConfig, ecfg: EvaluateConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig, cache
-):
-    """Rollouts in the learned world model: the agent reads latents (projector, or the nearest logged text)."""
-    reader, continuation = simulation_inputs(cfg, wm, dm, pcfg, cache)
-    horizon = ecfg.simulate.horizon or cfg.env.max_steps
-    return simulate(
-        wm,
-        pcfg,
-        reader,
-        logged_starts(dm),
-        ecfg.simulate,
-        OmegaConf.to_object(cfg.guidance),
-        cfg.env.gamma,
-        horizon,
-        cfg.seed,
-        continuation,
-        reward_range=logged_reward_range(dm),
-    )
-
-
-def simulation_inputs(
-    cfg: DictConfig, wm: WorldModelModule, dm: TrajectoryDataModule, pcfg: PolicyConfig, cache: dict | None = None
-) -> tuple[SoftTokenReader | NearestTextReader | None, Continuation | None]:
-    """How the agent reads latents (its projector, trained or reused, or the nearest logged text; None for a
-    policy that never reads its model) and its continuation factor (None when guidance.eta = 0)."""
-    ecfg, guidance, ablation = (OmegaConf.to_object(c) for c in (cfg.evaluate, cfg.guidance, cfg.ablation))
-    if (
-        not ablation.projector
-        and guidance.eta > 0
-        and guidance.continuation == "full"
-        and guidance.method == "gradient"
-    ):
-        raise ValueError(
-            "guidance.continuation=full with guidance.method=gradient differentiates the agent's reading of the "
-            "latent, which the text reader (ablation.projector=false, the default) cannot: set "
-            "ablation.projector=true or guidance.method=resample"
-        )
-    reader, llm = None, None
-    if uses_model(pcfg):
-        with costs.section("estimate/projector"):
-            llm = LLMPolicy(pcfg, f"family policy '{pcfg.name}'")
-            if ablation.projector:
-                reader = SoftTokenReader(load_projector(project(cfg, pcfg), wm, llm))
-            else:
-                reader = NearestTextReader(wm, llm, cache, ecfg.simulate.write_cache_mb)
-    continuation = None
-    # a writing agent has no candidate sets to continue from
-    if guidance.eta > 0 and not agent_writes(wm, pcfg, ecfg.simulate):
-        with costs.section("estimate/tail_value"):
-            tail = fit_tail_value(wm, pcfg, llm, dm, ecfg.tail, cfg.seed, cache) if ecfg.tail.enabled else None
-        continuation = Continuation(wm, reader, tail, guidance.continuation)
-    return reader, continuation
-
-
-def _text_world_returns(
-    cfg: DictConfig, ecfg: EvaluateConfig, wm: WorldModelModule | None, dm: TrajectoryDataModule, pcfg: PolicyConfig
-):
-    """Rollouts in the oracle, one of the log's controls (simulation/worlds.py) or the analogy world with the
-    learned model `wm` picking among its proposals (simulation/guided_analogy.py), from every logged start;
-    the controls know the training split's transitions only, as the learned world model does."""
-    starts = logged_episode_starts(dm.train_episodes + dm.val_episodes)
-    policy = build_policy(pcfg, f"family policy '{pcfg.name}'")
-    horizon = ecfg.simulate.horizon or cfg.env.max_steps
-    n, gamma = ecfg.simulate.n_rollouts, cfg.env.gamma
-    if ecfg.world == "oracle":
-        env_cfg = OmegaConf.to_object(cfg.env)
-        world = OracleWorld(lambda: make_env(env_cfg))
-    elif ecfg.world in ("analogy", "guided_analogy"):
-        world = _analogy_world(cfg.data.log, dm)
-    else:
-        world = LoggedWorld(dm.train_episodes, moves=ecfg.world == "nearest")
-    with bar(horizon, f"{ecfg.world} {pcfg.name}", "step") as shown:
-        if ecfg.world != "guided_analogy":
-            return rollout_world(world, policy, starts, n, horizon, gamma, cfg.seed, shown.update)
-        guidance = OmegaConf.to_object(cfg.guidance)
-        sampler = simulation_sampler(wm, ecfg.simulate.sampler_steps)
-        rewards = ecfg.simulate.proposal_rewards
-        reward_range = logged_reward_range(dm) if ecfg.simulate.clip_rewards else None
-        return rollout_guided_analogy(
-            wm,
-            world,
-            policy,
-            starts,
-            n,
-            horizon,
-            gamma,
-            cfg.seed,
-            guidance,
-            sampler,
-            rewards,
-            reward_range,
-            shown.update,
-            ecfg.simulate.proposal_temperature,
-        )
-
-
-_ANALOGY: dict[tuple, AnalogyWorld] = {}  # the last analogy world built in this process, by its log and split
-
-
-def _analogy_world(log: str, dm: TrajectoryDataModule) -> AnalogyWorld:
-    """The analogy world of the training split of `log`, built once a process: a worker simulating several
-    policies reuses it (its rollouts keep their state in their own states, not in the world)."""
-    path = Path(log)
-    key = (
-        str(path.resolve()),
-        path.stat().st_mtime_ns,
-        tuple((ep.seed, ep.index, ep.policy) for ep in dm.train_episodes),
-    )
-    if key not in _ANALOGY:
-        _ANALOGY.clear()
-        _ANALOGY[key] = AnalogyWorld(dm.train_episodes)
-    return _ANALOGY[key]
-
-
 def _policy_settings(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, pcfg: PolicyConfig) -> dict:
-    """What a policy's simulated estimate depends on: a rerun with the same settings reuses it. In the oracle
-    and the controls (`evaluate.world`) the guidance, the reader and the projector play no part."""
-    settings = {
-        "world_model": str(wm_path),  # the log's path in the oracle and the controls
+    """What a policy's simulated estimate depends on: a rerun with the same settings reuses it."""
+    return {
+        **world_class(ecfg.world).settings(cfg),
+        "world_model": str(wm_path),  # the log's path in a world that reads no world model
         "world_model_mtime": wm_path.stat().st_mtime_ns,
         "policy": asdict(pcfg),
         "weights": model_fingerprint(pcfg.model),
-        "evaluate": {"simulate": asdict(ecfg.simulate), "tail": asdict(ecfg.tail)},
+        "evaluate": {"simulate": asdict(ecfg.simulate)},
         "seed": cfg.seed,
-    }
-    if ecfg.world == "guided_analogy":  # the learned model's guidance, not its reader or projector
-        return {"world": ecfg.world, **settings, "guidance": OmegaConf.to_container(cfg.guidance)}
-    if ecfg.world != "diffusion":
-        return {"world": ecfg.world, **settings}
-    return settings | {
-        "guidance": OmegaConf.to_container(cfg.guidance),
-        "ablation": OmegaConf.to_container(cfg.ablation),
-        "projector": OmegaConf.to_container(cfg.projector),
     }
 
 
@@ -249,8 +110,8 @@ def _policies(cfg: DictConfig, ecfg: EvaluateConfig) -> tuple[list, list, dict]:
 
 
 def _world_model_path(ecfg: EvaluateConfig, log: str) -> Path:
-    """The world model's checkpoint; for the oracle and the log's controls (`evaluate.world`), the log."""
-    if ecfg.world not in LEARNED_WORLDS:
+    """The world model's checkpoint; for a world that reads none (the oracle, the log's controls), the log."""
+    if not world_spec(ecfg.world).learned:
         if not Path(log).is_file():
             raise FileNotFoundError(f"data.log: no episode log at '{log}' (evaluate.world={ecfg.world} reads it)")
         return Path(log)
@@ -262,22 +123,35 @@ def _world_model_path(ecfg: EvaluateConfig, log: str) -> Path:
     return wm_path
 
 
-_LOADED: dict = {}  # this process's world model, data and agents' score cache, reused by the next policy
+# this process's world (with its world model, data and the agents' score cache), reused by the next policy
+# a worker simulates: built once a process, not once a policy
+_LOADED: dict = {}
 
 
-def _loaded(cfg: DictConfig, wm_path: Path) -> dict:
-    key = (str(wm_path), wm_path.stat().st_mtime_ns, json.dumps(OmegaConf.to_container(cfg.data)), cfg.seed)
+def _projector_reader(cfg: DictConfig) -> Callable[[PolicyConfig, LLMPolicy], SoftTokenReader]:
+    """The learned world's projector for an agent: trained or reused per backbone by `adwm project`."""
+    return lambda pcfg, llm: SoftTokenReader(load_projector(project(cfg, pcfg), _LOADED["wm"], llm))
+
+
+def loaded_world(cfg: DictConfig, wm_path: Path) -> World:
+    """The world of `evaluate.world` for this config, built once a process (`_LOADED`)."""
+    ecfg = cfg.evaluate
+    settings = world_class(ecfg.world).settings(cfg)
+    data = OmegaConf.to_container(cfg.data)
+    key = json.dumps([str(wm_path), wm_path.stat().st_mtime_ns, data, cfg.seed, as_json(settings)], sort_keys=True)
     if _LOADED.get("key") != key:
         dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed, cfg.env.name)
         dm.setup()
-        wm = None  # the oracle and the log's controls need none
-        if cfg.evaluate.world in LEARNED_WORLDS:
-            device = resolve_device(cfg.evaluate.device, "evaluate.device")
+        wm = None  # a world that reads no world model needs none
+        if world_spec(ecfg.world).learned:
+            device = resolve_device(ecfg.device, "evaluate.device")
             wm = load_checkpoint(WorldModelModule, wm_path, "evaluate.world_model").eval().to(device)
             attach_logged_worlds(wm, dm)
         _LOADED.clear()
-        _LOADED.update(key=key, wm=wm, dm=dm, cache={})  # cache: text scores of logged states, per checkpoint
-    return _LOADED
+        _LOADED.update(key=key, wm=wm, dm=dm)
+        inputs = WorldInputs(cfg, dm, wm, cache={}, projector=_projector_reader(cfg))  # cache: text scores
+        _LOADED["world"] = make_world(inputs)
+    return _LOADED["world"]
 
 
 def behaviour_store(ecfg: EvaluateConfig) -> Path:
@@ -285,7 +159,7 @@ def behaviour_store(ecfg: EvaluateConfig) -> Path:
     since they depend on the world model, the log and the simulation's settings, not on the family, so
     every later evaluation with that world model reuses them (each world under its own settings); in the
     oracle and the log's controls, the results file."""
-    return Path(ecfg.behaviour_out if ecfg.world in LEARNED_WORLDS else ecfg.out)
+    return Path(ecfg.behaviour_out if world_spec(ecfg.world).learned else ecfg.out)
 
 
 def _settings_key(settings: dict) -> str:
@@ -312,8 +186,7 @@ def _stored(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, pc
 def _simulate(cfg: DictConfig, ecfg: EvaluateConfig, wm_path: Path, group: str, pcfg: PolicyConfig, tag: str) -> None:
     """Estimate one policy and add it to the results file, a behaviour agent's to the behaviour store (under
     the file's lock: workers share it)."""
-    models = _loaded(cfg, wm_path)
-    e = estimate_policy(cfg, models["wm"], models["dm"], pcfg, models["cache"])
+    e = estimate_policy(loaded_world(cfg, wm_path), pcfg)
     settings = _policy_settings(cfg, ecfg, wm_path, pcfg)
     entry = {**e, "settings": settings}
     path, key, sub = _slot(ecfg, group, pcfg.name, settings)

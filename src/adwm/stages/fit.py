@@ -340,4 +340,5 @@ def rollout_evaluator(cfg: DictConfig, dm: TrajectoryDataModule, fcfg: FitConfig
         truth,
         seed=cfg.seed,
         at_fit_end=False,  # `fit` runs the final estimate after the heads' refit
+        world=OmegaConf.to_object(cfg.evaluate.diffusion),
     )

@@ -87,9 +87,9 @@ class RolloutHeadsConfig:
     lr: float = 1e-3
     max_episodes: int = 2000  # training episodes replayed per pass (a random subset above this)
     # each replayed latent snapped to the nearest logged one (where the fit built a bank of them), so the
-    # heads train on what simulation feeds them with evaluate.simulate.snap=true (decisions.md)
+    # heads train on what simulation feeds them with evaluate.diffusion.snap=true (decisions.md)
     snap: bool = True
-    snap_by_action: bool = True  # among the states the logged action led to, as evaluate.simulate.snap_by_action
+    snap_by_action: bool = True  # among the states the logged action led to, as evaluate.diffusion.snap_by_action
 
     def __post_init__(self) -> None:
         if self.passes < 1 or self.steps < 1 or self.batch_size < 1:

@@ -61,8 +61,8 @@ def replay_open_loop(
 ) -> Replayed:
     """Replays episodes from their logged first observation with their logged actions through the
     world model's sampler (no agent, no guidance); with `snap`, each sampled latent is replaced by the
-    nearest logged one before the history reads it, as simulation does (evaluate.simulate.snap; with
-    `by_action`, among the logged states the logged action led to: evaluate.simulate.snap_by_action)."""
+    nearest logged one before the history reads it, as simulation does (evaluate.diffusion.snap; with
+    `by_action`, among the logged states the logged action led to: evaluate.diffusion.snap_by_action)."""
     if snap and wm.proposal_bank is None:
         raise RuntimeError("fit.rollout_heads.snap=true: the world model has no bank of logged latents to snap to")
     parts = [
