@@ -8,7 +8,7 @@ import torch
 
 from adwm.envs import BuiltinEnv
 from adwm.envs.base import OnDemandActions, logged_admissible
-from adwm.policies import scoring
+from adwm.policies import generation, kv_cache, scoring
 from adwm.policies.base import AgentState, UniformPolicy
 from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
@@ -291,11 +291,11 @@ def test_a_chunked_prefill_gives_each_row_its_own_logits_and_cache(tiny_lm_dir):
     model, tok = load_causal_lm(tiny_lm_dir)
     rng = np.random.default_rng(0)
     words = "you are in the kitchen a red box lies here the door is open go west take apple".split()
-    texts = [" ".join(rng.choice(words, size=int(rng.integers(2, 40)))) for _ in range(2 * scoring.PREFILL_ROWS + 5)]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(2, 40)))) for _ in range(2 * generation.PREFILL_ROWS + 5)]
     prompts = [tok(t)["input_ids"] for t in texts]
     with torch.no_grad():
-        out, mask = scoring._prompt_pass(model, prompts, tok.pad_token_id)
-        name = scoring._cache_name(model)
+        out, mask = generation.prompt_pass(model, prompts, tok.pad_token_id)
+        name = kv_cache.cache_name(model)
         assert mask.size(1) == max(map(len, prompts)) and type(getattr(out, name)).__name__ == "DynamicCache"
         nxt = [int(rng.integers(10, 200)) for _ in prompts]
         step = model(
@@ -324,10 +324,10 @@ def test_a_prompt_that_several_rows_hold_is_prefilled_once_and_each_row_gets_its
             lambda _, args, kw, seen=seen: seen.append(kw["input_ids"].size(0)), with_kwargs=True
         )
         with torch.no_grad():
-            out, mask = scoring._prompt_pass(model, prompts, tok.pad_token_id, room=1)
+            out, mask = generation.prompt_pass(model, prompts, tok.pad_token_id, room=1)
         hook.remove()
         assert sum(seen) == len(set(order))
-        name = scoring._cache_name(model)
+        name = kv_cache.cache_name(model)
         with torch.no_grad():
             step = model(
                 input_ids=torch.full((len(prompts), 1), 42),
@@ -351,17 +351,17 @@ def test_decoding_into_a_cache_with_room_gives_the_logits_of_transformers_growin
     model, tok = load_causal_lm(tiny_lm_dir)
     texts = ["you are in the kitchen", "dark", "a red box lies here and the door is open"]
     prompts = [tok(t)["input_ids"] for t in texts]
-    name = scoring._cache_name(model)
+    name = kv_cache.cache_name(model)
     with torch.no_grad():
-        roomy, mask = scoring._prompt_pass(model, prompts, tok.pad_token_id, room=2)
-        plain, _ = scoring._prompt_pass(model, prompts, tok.pad_token_id)
-        assert {type(x) for x in getattr(roomy, name).layers} == {scoring._RoomyLayer}
+        roomy, mask = generation.prompt_pass(model, prompts, tok.pad_token_id, room=2)
+        plain, _ = generation.prompt_pass(model, prompts, tok.pad_token_id)
+        assert {type(x) for x in getattr(roomy, name).layers} == {kv_cache.RoomyLayer}
         assert {type(x) for x in getattr(plain, name).layers} == {DynamicLayer}
         rows, pos = [0, 1, 2], mask.sum(-1)
         for step in range(4):
             if step == 3:  # the second row leaves both caches
                 rows = [0, 2]
-                assert scoring._keep_rows(getattr(roomy, name), [0, 2]) and scoring._keep_rows(
+                assert kv_cache.keep_rows(getattr(roomy, name), [0, 2]) and kv_cache.keep_rows(
                     getattr(plain, name), [0, 2]
                 )
                 mask, pos = mask[[0, 2]], pos[[0, 2]]
@@ -377,7 +377,7 @@ def test_decoding_into_a_cache_with_room_gives_the_logits_of_transformers_growin
         assert layer.keys.size(-2) == mask.size(1) and layer.keys.size(0) == 2
 
 
-@pytest.mark.parametrize("share", [0.0, scoring.PRUNE_SHARE])
+@pytest.mark.parametrize("share", [0.0, generation.PRUNE_SHARE])
 def test_a_row_that_stops_writing_leaves_the_batch_and_the_others_write_as_they_would_alone(
     tiny_lm_dir, share, monkeypatch
 ):
@@ -387,7 +387,7 @@ def test_a_row_that_stops_writing_leaves_the_batch_and_the_others_write_as_they_
     prefill)."""
     from adwm.runtime import costs
 
-    monkeypatch.setattr(scoring, "PRUNE_SHARE", share)
+    monkeypatch.setattr(generation, "PRUNE_SHARE", share)
 
     model, tok = load_causal_lm(tiny_lm_dir)
     texts = ["you are in the kitchen", "dark", "a red box lies here and the door is open", "go west", "take apple"]
@@ -401,7 +401,7 @@ def test_a_row_that_stops_writing_leaves_the_batch_and_the_others_write_as_they_
         return [np.random.default_rng([7, i]) for i in range(len(prompts))]
 
     with costs.recording() as record:
-        together = scoring.sample_continuations(model, prompts, rngs(), tok.pad_token_id, stop, 1.3, 20)
+        together = generation.sample_continuations(model, prompts, rngs(), tok.pad_token_id, stop, 1.3, 20)
     counts = record.to_dict()["counts"]
     assert [len(t) for t in together] == lengths
     if share == 0:
@@ -410,7 +410,7 @@ def test_a_row_that_stops_writing_leaves_the_batch_and_the_others_write_as_they_
         assert share == 0.5 and counts["agent/rows_decoded"] == 4 * 5 + 2 * 2 + 5 * 1
     assert counts["agent/forward_passes"] == max(lengths)
     for i, prompt in enumerate(prompts):
-        alone = scoring.sample_continuations(
+        alone = generation.sample_continuations(
             model, [prompt], [rngs()[i]], tok.pad_token_id, lambda _, ids, i=i: stop(i, ids), 1.3, 20
         )
         assert alone == [together[i]]

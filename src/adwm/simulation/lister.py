@@ -8,7 +8,7 @@ open box to put what we just took in), and an agent that cannot pick the action 
 would in the real world. So the list of a made-up state is written by rules learnt from the logged
 (observation, list) pairs:
 
-* the log's names are the noun phrases its actions name (`NAME`: the arguments of `analogy.arguments`);
+* the log's names are the noun phrases its actions name (`NAME`: the arguments of `analogy_text.arguments`);
 * a name's *shape* in a sentence is the sentence with the name as `@` and every other name as `#`: its
   list words and whether the name is among the items ("You carry a #, a @" -> ("You carry", item)), or
   its main clause ("The door to the @ is locked");
