@@ -48,7 +48,8 @@ from adwm.evaluation.ground_truth import ground_truth
 from adwm.runtime import costs
 from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json, update_json
 from adwm.runtime.provenance import commit
-from adwm.simulation.simulate import logged_starts, simulate
+from adwm.simulation.simulate import simulate
+from adwm.simulation.starts import logged_starts
 from adwm.stages import evaluate as evaluate_stage
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -59,7 +59,12 @@ CASES = [
     ("out-is-folder", "collect", ["collect.out={files}"], r"collect.out: '.*' is a folder; expected the path of a"),
     ("out-under-file", "ground-truth", ["ground_truth.out={files}/a_file/gt.json"], r"ground_truth.out: cannot"),
     ("log-is-folder", "fit", ["data.log={files}", "run.fit={files}/fit"], r"data.log: episode log '.*' is a folder"),
-    ("log-missing", "fit", ["data.log={files}/none.jsonl", "run.fit={files}/fit"], r"data.log: episode log .*none.jsonl' does not exist"),
+    (
+        "log-missing",
+        "fit",
+        ["data.log={files}/none.jsonl", "run.fit={files}/fit"],
+        r"data.log: episode log .*none.jsonl' does not exist",
+    ),
     ("log-not-utf8-fit", "fit", ["data.log={files}/latin1.jsonl", "run.fit={files}/fit"], r"latin1.jsonl:3: not UTF-8"),
     ("log-not-utf8-ope", "ope", ["ope.log={files}/latin1.jsonl"], r"latin1.jsonl:3: not UTF-8"),
     (

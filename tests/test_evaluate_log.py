@@ -107,8 +107,10 @@ def test_free_form_rollouts_embed_what_the_agent_wrote(tmp_path):
     """In a world model of a free-form log the agent's written text (not a logged action) is what the action
     encoder embeds each step; the eps share draws logged actions."""
     from adwm.guidance.config import GuidanceConfig
+    from adwm.simulation.choices import written_actions
     from adwm.simulation.config import SimulateConfig
-    from adwm.simulation.simulate import _written_actions, attach_logged_worlds, logged_starts, simulate
+    from adwm.simulation.simulate import simulate
+    from adwm.simulation.starts import attach_logged_worlds, logged_starts
     from helpers import uniform_log_world_model
 
     dm, wm = uniform_log_world_model(tmp_path, n_episodes=6, max_steps=4, val_fraction=0.0, sampler_steps=2)
@@ -135,7 +137,7 @@ def test_free_form_rollouts_embed_what_the_agent_wrote(tmp_path):
     assert embedded and set(embedded) == {"hum a tune"}
 
     rngs = [np.random.default_rng(k) for k in range(20)]
-    drawn = _written_actions(wm, PolicyConfig(name="r", eps=1.0), reader, None, ["t"] * 20, rngs)
+    drawn = written_actions(wm, PolicyConfig(name="r", eps=1.0), reader, None, ["t"] * 20, rngs)
     assert set(drawn) <= set(wm.actions) and len(set(drawn)) > 1
 
 
@@ -147,7 +149,8 @@ def test_a_writing_agents_simulation_is_the_same_with_its_logits_kept_and_writes
     from adwm.runtime import costs
     from adwm.simulation.config import SimulateConfig
     from adwm.simulation.readers import NearestTextReader
-    from adwm.simulation.simulate import attach_logged_worlds, logged_starts, simulate
+    from adwm.simulation.simulate import simulate
+    from adwm.simulation.starts import attach_logged_worlds, logged_starts
     from helpers import uniform_log_world_model
 
     dm, wm = uniform_log_world_model(tmp_path, n_episodes=6, max_steps=4, val_fraction=0.0, sampler_steps=2)

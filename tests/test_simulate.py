@@ -25,15 +25,11 @@ from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.sampling import action_log_probs, uses_model
 from adwm.runtime import costs
+from adwm.simulation.choices import next_candidates
 from adwm.simulation.config import CANDIDATE_RULES, DiffusionConfig, SimulateConfig
 from adwm.simulation.readers import NearestTextReader
-from adwm.simulation.simulate import (
-    attach_logged_worlds,
-    logged_reward_range,
-    logged_starts,
-    next_candidates,
-    simulate,
-)
+from adwm.simulation.simulate import simulate
+from adwm.simulation.starts import attach_logged_worlds, logged_reward_range, logged_starts
 from helpers import uniform_log_world_model
 
 
@@ -256,7 +252,7 @@ def test_snapping_within_the_world_keeps_each_rollout_on_its_own_worlds_states(w
     that world (this bank has no arrivals, so the world alone decides); off, rollouts leave their worlds."""
     wm, dm = world
     bank = wm.proposal_bank
-    from adwm.simulation.simulate import attach_logged_worlds
+    from adwm.simulation.starts import attach_logged_worlds
 
     attach_logged_worlds(wm, dm)
     members = [set(ws) for ws in dm.state_worlds(bank.texts)]
@@ -296,7 +292,7 @@ def test_snapping_by_transition_lands_on_a_logged_successor_of_the_rollouts_stat
     the log lands on what that led to (read off the episodes); each step's state is the last snap's."""
     wm, dm = world
     bank = wm.proposal_bank
-    from adwm.simulation.simulate import attach_logged_worlds
+    from adwm.simulation.starts import attach_logged_worlds
 
     attach_logged_worlds(wm, dm)
     world_of = {
@@ -347,7 +343,7 @@ def test_logged_rewards_pay_what_the_log_paid_for_a_transition_of_the_rollouts_w
 
     wm, dm = world
     bank = wm.proposal_bank
-    sim_module.attach_logged_worlds(wm, dm)
+    attach_logged_worlds(wm, dm)
     world_of = {
         (dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]]): x["world"] for x in dm.train_items if x["t"] == 0
     }
@@ -595,7 +591,7 @@ def test_a_recorded_simulation_names_its_parts_and_counts_the_agent_reads(world,
 def test_the_eps_coin_drawn_first_gives_the_mixture_and_skips_the_agent_on_its_share():
     from types import SimpleNamespace
 
-    from adwm.simulation.simulate import _chosen
+    from adwm.simulation.choices import chosen_actions
 
     class CountingReader:  # fixed scores over each state's candidates; counts the states it reads
         read = 0
@@ -610,13 +606,13 @@ def test_the_eps_coin_drawn_first_gives_the_mixture_and_skips_the_agent_on_its_s
     cand[:, :3] = True
     reader, gen = CountingReader(), torch.Generator().manual_seed(0)
     policy = PolicyConfig(name="p", model="m", eps=0.4, temperature=1.0)
-    picks = _chosen(wm, policy, reader, torch.zeros(n, 1, 1), ["t"] * n, cand, list(range(n)), gen)
+    picks = chosen_actions(wm, policy, reader, torch.zeros(n, 1, 1), ["t"] * n, cand, list(range(n)), gen)
     freq = torch.bincount(picks, minlength=4).double() / n
     expected = action_log_probs(torch.tensor([2.0, 0.0, -1.0]), policy).exp()  # the one sampling rule
     assert torch.allclose(freq[:3], expected, atol=0.012) and freq[3] == 0
     assert abs(reader.read / n - 0.6) < 0.015  # the agent read only the states whose coin chose it
     greedy = CountingReader()
-    _chosen(
+    chosen_actions(
         wm,
         dataclasses.replace(policy, eps=0.0),
         greedy,
@@ -667,7 +663,7 @@ def test_a_writing_agent_writes_in_a_log_with_lists_and_its_random_share_draws_f
     """`evaluate.diffusion.agents_write` (the default): a generate-mode agent writes its action (the action
     encoder embeds the text) rather than picking among the capped candidates; its eps share draws uniformly
     from the logged list of the nearest logged state. Off, it picks among the candidates."""
-    from adwm.simulation.simulate import _written_actions
+    from adwm.simulation.choices import written_actions
 
     wm, dm = world
     pcfg = PolicyConfig(name="w", model=bc_agent_dir, mode="generate", history_turns=0, max_new_tokens=8)
@@ -691,7 +687,7 @@ def test_a_writing_agent_writes_in_a_log_with_lists_and_its_random_share_draws_f
     rows = [i for i in range(len(bank.texts)) if bank.sets[i].sum() > 1][:3]
     z = bank.latents[rows].repeat_interleave(20, 0)
     rngs = [np.random.default_rng(k) for k in range(len(z))]
-    drawn = _written_actions(wm, dataclasses.replace(pcfg, eps=1.0), None, z, ["t"] * len(z), rngs)
+    drawn = written_actions(wm, dataclasses.replace(pcfg, eps=1.0), None, z, ["t"] * len(z), rngs)
     for k, text in enumerate(drawn):
         listed = {wm.actions[j] for j in torch.nonzero(bank.sets[rows[k // 20]]).flatten().tolist()}
         assert text in listed

@@ -522,7 +522,7 @@ def test_the_data_module_says_in_which_logged_world_each_state_was_seen(dm):
         x["world"]: (dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]]) for x in dm.train_items if x["t"] == 0
     }
     assert [{named[w] for w in ws} for ws in worlds] == [seen[t] for t in texts]
-    from adwm.simulation.simulate import logged_starts
+    from adwm.simulation.starts import logged_starts
 
     assert all(named.get(s.world, (s.task, s.observation)) == (s.task, s.observation) for s in logged_starts(dm))
     assert sorted({s.world for s in logged_starts(dm)}) == list(range(dm.n_worlds))

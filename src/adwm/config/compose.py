@@ -29,9 +29,9 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, InterpolationKeyError, OmegaConfBaseException
 
 from adwm.config.schema import AppConfig, ablation_settings
-from adwm.simulation.config import world_spec
 from adwm.runtime.checks import safe_name
 from adwm.runtime.devices import check_device
+from adwm.simulation.config import world_spec
 
 GROUPS = ("env", "agent", "policy", "collect", "family", "ground_truth", "encoder", "trainer", "logger")
 

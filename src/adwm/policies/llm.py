@@ -19,11 +19,11 @@ import numpy as np
 
 from adwm.policies.base import AgentState, Policy
 from adwm.policies.config import PolicyConfig
+from adwm.policies.generation import draw_token, sample_continuations
 from adwm.policies.loading import load_causal_lm
 from adwm.policies.prefix_tree import PrefixTree
 from adwm.policies.prompt import render_prompt
 from adwm.policies.sampling import log_probs_np
-from adwm.policies.generation import draw_token, sample_continuations
 from adwm.policies.scoring import score_continuations
 from adwm.runtime import costs
 

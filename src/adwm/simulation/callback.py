@@ -27,12 +27,8 @@ from adwm.policies.sampling import uses_model
 from adwm.runtime.atomic import atomic_write_json
 from adwm.simulation.config import DiffusionConfig, SimulateConfig
 from adwm.simulation.readers import NearestTextReader
-from adwm.simulation.simulate import (
-    attach_logged_worlds,
-    logged_reward_range,
-    logged_starts,
-    simulate,
-)
+from adwm.simulation.simulate import simulate
+from adwm.simulation.starts import attach_logged_worlds, logged_reward_range, logged_starts
 
 
 class RolloutEvaluator(L.Callback):

@@ -29,13 +29,8 @@ from adwm.simulation.analogy import AnalogyWorld
 from adwm.simulation.config import WORLDS, world_spec
 from adwm.simulation.guided_analogy import rollout_guided_analogy
 from adwm.simulation.readers import NearestTextReader, SoftTokenReader
-from adwm.simulation.simulate import (
-    agent_writes,
-    logged_reward_range,
-    logged_starts,
-    simulate,
-    simulation_sampler,
-)
+from adwm.simulation.simulate import agent_writes, simulate, simulation_sampler
+from adwm.simulation.starts import logged_reward_range, logged_starts
 from adwm.simulation.worlds import LoggedWorld, OracleWorld, TextWorld, logged_episode_starts, rollout_world
 
 

@@ -14,7 +14,7 @@ list of the nearest logged state (`candidates`; or the world model's edit head).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -28,47 +28,12 @@ from adwm.models.history import Window
 from adwm.models.proposal_bank import action_ids
 from adwm.models.world_model.protocol import WorldModel
 from adwm.policies.config import PolicyConfig
-from adwm.policies.sampling import action_log_probs, uses_model
 from adwm.runtime import costs
 from adwm.runtime.progress import bar
+from adwm.simulation.choices import chosen_actions, first_candidates, next_candidates, written_actions
 from adwm.simulation.config import DiffusionConfig, SimulateConfig
 from adwm.simulation.readers import LatentReader
-
-
-@dataclass
-class Start:
-    task: str
-    observation: str
-    admissible: list[int] | None  # logged-action ids; None: not logged, the world model proposes the set
-    world: int = -1  # the logged world it starts in (the data module's world id; -1: none)
-
-
-def logged_starts(dm) -> list[Start]:
-    """First steps of every logged episode (train and validation), with their admissible lists where logged."""
-    out = []
-    for x in dm.train_items + dm.val_items:
-        if x["t"] == 0:
-            adm = list(x["admissible"]) if x["admissible"] else None
-            out.append(Start(dm.tasks[x["task"]], dm.observations[x["history_obs"][-1]], adm, x["world"]))
-    if not out:
-        raise ValueError(f"{dm.cfg.log}: no logged first step to start rollouts from")
-    return out
-
-
-def attach_logged_worlds(wm: WorldModel, dm) -> None:
-    """Tell the world model's bank in which logged worlds each of its states was seen, with the ids of
-    `logged_starts(dm)` (evaluate.diffusion.snap_world), and the logged transitions between its states
-    (evaluate.diffusion.snap_by_transition); a bank without texts is left as it is."""
-    bank = wm.proposal_bank
-    if bank is not None and bank.texts is not None:
-        bank.attach_worlds(dm.state_worlds(bank.texts), dm.n_worlds)
-        bank.attach_transitions(dm.transitions(bank.texts))
-
-
-def logged_reward_range(dm) -> tuple[float, float]:
-    """The smallest and largest reward of the training log."""
-    rewards = [x["reward"] for x in dm.train_items]
-    return float(min(rewards)), float(max(rewards))
+from adwm.simulation.starts import Start
 
 
 @torch.no_grad()
@@ -176,28 +141,6 @@ def _transition(
     return z_next, reward.cpu(), done, index
 
 
-def _written_actions(wm: WorldModel, policy: PolicyConfig, reader: LatentReader | None, z, tasks, rngs) -> list[str]:
-    """The actions the agent writes in latent states z: its own text where it reads the state; for a uniform
-    policy and for the eps share, a logged action drawn uniformly from the nearest logged state's list
-    (`evaluate.diffusion.agents_write` in a log with lists) or from the whole vocabulary (a free-form log, or
-    a state logged without its list)."""
-    out = [""] * len(tasks)
-    random = [reader is None or r.random() < policy.eps for r in rngs]
-    reading = [i for i, u in enumerate(random) if not u]
-    if reading:
-        for i, text in zip(reading, reader.write(z[reading], [tasks[i] for i in reading], [rngs[i] for i in reading])):
-            out[i] = text
-    drawn = [i for i, u in enumerate(random) if u]
-    lists = wm.propose(z[drawn], "retrieval").cpu() if drawn and not wm.free_form else None
-    for k, i in enumerate(drawn):
-        listed = [] if lists is None else torch.nonzero(lists[k]).flatten().tolist()
-        if listed:
-            out[i] = wm.actions[listed[int(rngs[i].integers(len(listed)))]]
-        else:
-            out[i] = wm.actions[int(rngs[i].integers(len(wm.actions)))]
-    return out
-
-
 def _rollout_batch(
     wm: WorldModel,
     sampler: DiffusionSampler,
@@ -227,7 +170,7 @@ def _rollout_batch(
         bank = wm.proposal_bank
         state = bank.index_of([s.observation for s in starts]) if cfg.snap and bank is not None else None
         vocab = wm.vocab_embeddings()
-        cand = None if rngs is not None else _first_candidates(wm, z, starts, cfg.max_candidates)
+        cand = None if rngs is not None else first_candidates(wm, z, starts, cfg.max_candidates)
         # the task stays in the history for the whole rollout
         window = Window.start(z, wm.encode(tasks), wm.hparams.window, vocab.size(1))
     alive = torch.ones(b, dtype=torch.bool)
@@ -244,13 +187,13 @@ def _rollout_batch(
         with costs.section("simulate/choose"):
             if cand is None:
                 texts = [tasks[i] for i in live]
-                written = _written_actions(wm, policy, reader, z[live], texts, [rngs[i] for i in live])
+                written = written_actions(wm, policy, reader, z[live], texts, [rngs[i] for i in live])
                 a = torch.zeros(b, vocab.size(1), device=z.device)
                 a[live] = wm.embed_actions(written)
                 ids = torch.full((b,), -1, dtype=torch.long)
                 ids[live] = action_ids(wm.actions, written)
             else:
-                ids = _chosen(wm, policy, reader, z, tasks, cand, live, gen)  # (B,) vocabulary indices
+                ids = chosen_actions(wm, policy, reader, z, tasks, cand, live, gen)  # (B,) vocabulary indices
                 a = vocab[ids]  # (B, d_a)
         # (2) guided denoising of z_{t+1}: Theorem 1's tilt by importance resampling, or the gradient step
         tilt = continuation is not None and bool(guided) and cand is not None
@@ -323,62 +266,3 @@ def _tilted_next(
     log_c = continuation.log_c(lambda z0: window_k.shifted(z0, a_k).context(wm), next_sets, tasks_k, policy, live_k)
     with torch.no_grad(), costs.section("simulate/guidance"):
         return tilted_pick(particles, log_c(particles), k, guidance.eta, gen)
-
-
-def _first_candidates(wm: WorldModel, z: torch.Tensor, starts: list[Start], max_candidates: int) -> torch.Tensor:
-    """Candidate sets (B, V) of the first states: their logged lists, or the world model's proposal."""
-    cand = torch.zeros(len(starts), len(wm.actions), dtype=torch.bool, device=z.device)
-    unlisted = [i for i, s in enumerate(starts) if s.admissible is None]
-    for i, s in enumerate(starts):
-        if s.admissible is not None:
-            cand[i, s.admissible] = True
-    if unlisted:  # a first step logged without its list: the world model proposes one
-        cand[unlisted] = wm.propose(z[unlisted])
-        cand[~cand.any(-1)] = True
-    return wm.cap_candidates(z, cand, max_candidates)
-
-
-def _chosen(wm: WorldModel, policy: PolicyConfig, reader, z, tasks, cand, live, gen) -> torch.Tensor:
-    """The vocabulary index (B,) of the action the agent picks among each live state's candidates.
-
-    The eps mixture (1 - eps) pi + eps uniform is drawn in two stages: a coin per rollout picks the branch,
-    and the agent reads only the states whose coin chose it (the same distribution as drawing from the
-    mixture, at 1 - eps of the agent forwards)."""
-    ids = [torch.nonzero(cand[i]).flatten() for i in live]
-    if reader is None or not uses_model(policy):
-        reading = []
-    elif policy.eps > 0:
-        reading = torch.nonzero(torch.rand(len(live), generator=gen) >= policy.eps).flatten().tolist()
-    else:
-        reading = list(range(len(live)))
-    scores = {}
-    if reading:
-        texts = [[wm.actions[j] for j in ids[k].tolist()] for k in reading]
-        read = reader.scores(z[[live[k] for k in reading]], [tasks[live[k]] for k in reading], texts)
-        scores = dict(zip(reading, read))
-    agent = replace(policy, eps=0.0)
-    choice = torch.zeros(len(tasks), dtype=torch.long)
-    for k, i in enumerate(live):
-        if k in scores:  # drawn on the CPU by the seeded generator
-            p = action_log_probs(scores[k].detach().cpu(), agent).exp()
-        else:
-            p = torch.ones(len(ids[k]), dtype=torch.float64)
-        choice[i] = ids[k][torch.multinomial(p.float(), 1, generator=gen).to(ids[k].device)]
-    return choice
-
-
-def next_candidates(
-    wm: WorldModel,
-    z_next: torch.Tensor,
-    c: torch.Tensor,
-    a: torch.Tensor,
-    prev: torch.Tensor,
-    max_candidates: int,
-    rule: str,
-    gen: torch.Generator | None = None,
-) -> torch.Tensor:
-    """Candidate sets (B, V) of the simulated next states z_next (B, L, d) under `rule` (CANDIDATE_RULES):
-    the logged list of the nearest logged state, or the edit head's draw (`gen`) or cut."""
-    if rule == "retrieval":
-        return wm.cap_candidates(z_next, wm.propose(z_next, "retrieval"), max_candidates)
-    return wm.propose_next(z_next, c, a, prev, max_candidates, gen if rule == "sample" else None)

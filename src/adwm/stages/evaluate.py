@@ -41,7 +41,7 @@ from adwm.simulation.calibration import fit_calibration, logged_values
 from adwm.simulation.config import world_spec
 from adwm.simulation.readers import SoftTokenReader
 from adwm.simulation.registry import World, WorldInputs, make_world, world_class
-from adwm.simulation.simulate import attach_logged_worlds
+from adwm.simulation.starts import attach_logged_worlds
 from adwm.stages.config import EvaluateConfig
 from adwm.stages.project import load_projector, project
 

@@ -21,79 +21,10 @@ from adwm.models.world_model.replay import refit_transition_heads
 from adwm.runtime.atomic import atomic_write_json, exclusive
 from adwm.runtime.cache import StageRecord, as_json
 from adwm.runtime.checkpoints import load_checkpoint
-from adwm.runtime.faults import reached
 from adwm.runtime.trainer import build_logger, build_trainer, finish_logger, stopped_by_time
 from adwm.simulation.fidelity import replay_fidelity
 from adwm.stages.config import FitConfig
-
-
-class FreezeEncoder(L.Callback):
-    """Calls `freeze_encoder` once `steps` optimiser steps are done (0 = no step limit) or `share` of the
-    time budget has passed, whichever comes first (checked before each step; a resumed fit past `steps`
-    freezes at once)."""
-
-    def __init__(self, share: float, max_minutes: float, steps: int = 0) -> None:
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"fit.encoder_share: expected a value in [0, 1], got {share}")
-        self.after_s = share * max_minutes * 60 if share < 1 else float("inf")
-        self.steps = steps
-        self.start: float | None = None
-        self.frozen_at: int | None = None  # the global step at which the encoder was frozen
-
-    def _due(self, trainer) -> bool:
-        return (0 < self.steps <= trainer.global_step) or time.monotonic() - self.start >= self.after_s
-
-    def on_train_start(self, trainer, pl_module) -> None:
-        self.start = time.monotonic()
-        if bool(pl_module.encoder_frozen):  # a resumed fit frozen earlier: its cache, as the fit had it
-            pl_module.freeze_encoder(trainer.datamodule.texts())
-            return
-        if self._due(trainer):
-            self._freeze(trainer, pl_module)
-
-    def state_dict(self) -> dict:  # kept in checkpoints: a resumed fit reports where the encoder froze
-        return {"frozen_at": self.frozen_at}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        self.frozen_at = state_dict.get("frozen_at")
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
-        if not bool(pl_module.encoder_frozen) and self._due(trainer):
-            self._freeze(trainer, pl_module)
-
-    def _freeze(self, trainer, pl_module) -> None:
-        pl_module.freeze_encoder(trainer.datamodule.texts())
-        self.frozen_at = trainer.global_step
-
-
-class EpochStartCheckpoint(L.Callback):
-    """Saves `path` as each epoch after the first starts: the fit resumes at that epoch's first batch, where
-    the data order (`EpochShuffle`) and the random state (`RngState`) are the uninterrupted fit's."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self._saving = path, False
-
-    def on_train_epoch_start(self, trainer, pl_module) -> None:
-        if trainer.current_epoch > 0 and not trainer.fit_loop.restarting:
-            self._saving = True
-            try:
-                trainer.save_checkpoint(self.path)
-            finally:
-                self._saving = False
-
-    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
-        if self._saving:  # the new epoch has not fetched a batch: the counters still hold the last epoch's
-            loop = checkpoint["loops"]["fit_loop"]
-            progress = loop["epoch_loop.batch_progress"]
-            progress["current"] = dict.fromkeys(progress["current"], 0)
-            progress["is_last_batch"] = False
-
-
-class FaultPoint(L.Callback):
-    """`fit.step` of the crash tests (runtime/faults.py), after each optimiser step."""
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
-        reached("fit.step")
+from adwm.stages.fit_callbacks import EpochStartCheckpoint, FaultPoint, FreezeEncoder
 
 
 def fit_settings(cfg: DictConfig) -> dict:
@@ -182,64 +113,18 @@ def fit(cfg: DictConfig) -> Path:
 
 
 def _fit(cfg: DictConfig) -> Path:
+    """Train the world model (resuming where asked), finish it on the trained weights (the bank of logged
+    states, the proposal calibration, the heads' refit, fidelity, the fit-end estimate), save it."""
     fcfg = OmegaConf.to_object(cfg.fit)
-    val_every = fcfg.val_every_n_epochs or (fcfg.rollout_every_n_epochs if fcfg.rollout_eval else 0)
     run_dir = Path(cfg.run.dir)
-    ckpt_dir = run_dir / "checkpoints"
-    last = ckpt_dir / "last.ckpt"
+    last = run_dir / "checkpoints" / "last.ckpt"
     L.seed_everything(cfg.seed, verbose=False)  # weights, CFG dropout, noise draws: reproducible from the seed
     dm = TrajectoryDataModule(OmegaConf.to_object(cfg.data), cfg.seed, cfg.env.name)
     dm.setup()
     settings = fit_settings(cfg)
-    if fcfg.resume and last.is_file():
-        changed = resume_mismatch(started_record(run_dir).load(), settings)
-        if changed:
-            raise ValueError(
-                f"fit.resume: the checkpoint '{last}' was made from other settings or data: {'; '.join(changed)}; "
-                "restore them, or set fit.resume=false to fit anew"
-            )
-        module = load_checkpoint(WorldModelModule, last, "fit.resume")
-        ckpt_path: str | None = str(last)
-    else:
-        # a fresh fit replaces an earlier one in run.dir: its checkpoints (Lightning would save the new
-        # last as last-v1.ckpt, and a later fit.resume=true would continue the old fit) and its settings
-        for stale in ckpt_dir.glob("*.ckpt"):
-            stale.unlink(missing_ok=True)
-        fit_record(run_dir).clear()
-        started_record(run_dir).save(settings)
-        encoder = OmegaConf.to_object(cfg.encoder)
-        encoder.trainable = encoder.trainable and cfg.ablation.joint_encoder  # the frozen-encoder ablation
-        module = WorldModelModule(
-            asdict(encoder),
-            asdict(OmegaConf.to_object(cfg.world_model)),
-            dm.cfg.history,
-            dm.actions,
-            texts=dm.observations,
-        )
-        ckpt_path = None
-    freezer = None
-    checkpoint = EpochStartCheckpoint(last)
+    module, ckpt_path = _module_to_train(cfg, dm, fcfg, last, settings)
     evaluator = rollout_evaluator(cfg, dm, fcfg, run_dir) if fcfg.rollout_eval else None
-    callbacks = [checkpoint, FaultPoint()] + ([evaluator] if evaluator is not None else [])
-    if not module.encoder.cfg.trainable:
-        module.freeze_encoder(dm.texts())  # a frozen encoder's latents are fixed: encode each text once
-    elif fcfg.encoder_share < 1 or fcfg.encoder_steps > 0:
-        freezer = FreezeEncoder(fcfg.encoder_share, fcfg.max_minutes, fcfg.encoder_steps)
-        callbacks.append(freezer)
-    logger = build_logger(OmegaConf.to_object(cfg.logger), run_dir, "fit", OmegaConf.to_container(cfg), "fit")
-    trainer = build_trainer(
-        OmegaConf.to_object(cfg.trainer),
-        logger,
-        run_dir,
-        enable_checkpointing=False,  # EpochStartCheckpoint writes last.ckpt; Lightning's own would add files
-        max_epochs=fcfg.max_epochs,
-        max_steps=fcfg.max_steps if fcfg.max_steps > 0 else -1,
-        max_time={"minutes": fcfg.max_minutes},
-        callbacks=callbacks,
-        check_val_every_n_epoch=val_every or fcfg.max_epochs + 1,  # never during the fit: after it, below
-        limit_val_batches=fcfg.val_batches or 1.0,
-        num_sanity_val_steps=0,
-    )
+    trainer, logger, freezer = _trainer(cfg, fcfg, module, dm, last, evaluator)
     start = time.time()
     trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)
     timed_out = stopped_by_time(trainer, "fit", fcfg.max_minutes)
@@ -251,30 +136,7 @@ def _fit(cfg: DictConfig) -> Path:
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     # the held-out metrics of the fitted model (its last step)
     metrics.update({k: float(v) for k, v in trainer.validate(module, datamodule=dm, verbose=False)[0].items()})
-    texts, admissible = dm.admissible_states("train")
-    if dm.free_form:  # agents wrote their actions: a bank of the logged states (snapping, text reading), no lists
-        module.eval()
-        states = dm.logged_states("train")
-        module.build_proposal_bank(states, [[] for _ in states], dm.arrivals(states))
-    elif texts:  # environments without admissible lists have no bank: the head alone proposes
-        module.eval()
-        module.build_proposal_bank(texts, admissible, dm.arrivals(texts))
-        calib = np.random.default_rng(cfg.seed).permutation(len(texts))[:4000]  # a sample keeps this seconds
-        module.calibrate_proposal([texts[i] for i in calib], [admissible[i] for i in calib])
-        loader = dm.train_dataloader()
-        module.calibrate_next_proposal(batch for _, batch in zip(range(32), loader))
-        metrics.update(proposal_metrics(module, dm))
-    if fcfg.rollout_heads.enabled:
-        module.eval()
-        metrics.update(refit_transition_heads(module, dm, fcfg.rollout_heads, cfg.env.gamma, cfg.seed))
-    if fcfg.fidelity_episodes > 0 and module.proposal_bank is not None and dm.val_episodes:
-        module.eval()
-        held = dm.val_episodes[: fcfg.fidelity_episodes]
-        key = state_key(cfg.env.name)
-        by_action = fcfg.rollout_heads.snap_by_action
-        metrics.update(
-            replay_fidelity(module, held, dm.train_episodes, key, cfg.env.gamma, cfg.seed, by_action=by_action)
-        )
+    metrics.update(_finish(cfg, fcfg, module, dm))
     if evaluator is not None:  # the fit-end estimate, on the finished world model (refitted heads, bank)
         evaluator.run(trainer, module, "final")
         metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("rollout/")})
@@ -299,6 +161,92 @@ def _fit(cfg: DictConfig) -> Path:
         logger.log_metrics({f"final/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
     finish_logger(logger)
     return last
+
+
+def _module_to_train(
+    cfg: DictConfig, dm: TrajectoryDataModule, fcfg: FitConfig, last: Path, settings: dict
+) -> tuple[WorldModelModule, str | None]:
+    """The world model to train and the checkpoint to resume from: `last` where `fit.resume` finds it made
+    from the same settings, else a new model (an earlier fit's checkpoints and records removed)."""
+    run_dir = last.parent.parent
+    if fcfg.resume and last.is_file():
+        changed = resume_mismatch(started_record(run_dir).load(), settings)
+        if changed:
+            raise ValueError(
+                f"fit.resume: the checkpoint '{last}' was made from other settings or data: {'; '.join(changed)}; "
+                "restore them, or set fit.resume=false to fit anew"
+            )
+        return load_checkpoint(WorldModelModule, last, "fit.resume"), str(last)
+    # a fresh fit replaces an earlier one in run.dir: its checkpoints (Lightning would save the new last as
+    # last-v1.ckpt, and a later fit.resume=true would continue the old fit) and its settings
+    for stale in last.parent.glob("*.ckpt"):
+        stale.unlink(missing_ok=True)
+    fit_record(run_dir).clear()
+    started_record(run_dir).save(settings)
+    encoder = OmegaConf.to_object(cfg.encoder)
+    encoder.trainable = encoder.trainable and cfg.ablation.joint_encoder  # the frozen-encoder ablation
+    world_model = asdict(OmegaConf.to_object(cfg.world_model))
+    return WorldModelModule(asdict(encoder), world_model, dm.cfg.history, dm.actions, texts=dm.observations), None
+
+
+def _trainer(cfg: DictConfig, fcfg: FitConfig, module, dm, last: Path, evaluator):
+    """The Lightning trainer of the fit with its callbacks and logger -> (trainer, logger, the encoder's
+    freezer or None)."""
+    run_dir = last.parent.parent
+    val_every = fcfg.val_every_n_epochs or (fcfg.rollout_every_n_epochs if fcfg.rollout_eval else 0)
+    freezer = None
+    callbacks = [EpochStartCheckpoint(last), FaultPoint()] + ([evaluator] if evaluator is not None else [])
+    if not module.encoder.cfg.trainable:
+        module.freeze_encoder(dm.texts())  # a frozen encoder's latents are fixed: encode each text once
+    elif fcfg.encoder_share < 1 or fcfg.encoder_steps > 0:
+        freezer = FreezeEncoder(fcfg.encoder_share, fcfg.max_minutes, fcfg.encoder_steps)
+        callbacks.append(freezer)
+    logger = build_logger(OmegaConf.to_object(cfg.logger), run_dir, "fit", OmegaConf.to_container(cfg), "fit")
+    trainer = build_trainer(
+        OmegaConf.to_object(cfg.trainer),
+        logger,
+        run_dir,
+        enable_checkpointing=False,  # EpochStartCheckpoint writes last.ckpt; Lightning's own would add files
+        max_epochs=fcfg.max_epochs,
+        max_steps=fcfg.max_steps if fcfg.max_steps > 0 else -1,
+        max_time={"minutes": fcfg.max_minutes},
+        callbacks=callbacks,
+        check_val_every_n_epoch=val_every or fcfg.max_epochs + 1,  # never during the fit: after it, below
+        limit_val_batches=fcfg.val_batches or 1.0,
+        num_sanity_val_steps=0,
+    )
+    return trainer, logger, freezer
+
+
+def _finish(cfg: DictConfig, fcfg: FitConfig, module: WorldModelModule, dm: TrajectoryDataModule) -> dict:
+    """What the trained weights still need, in order: the bank of logged states and the proposal heads'
+    calibration, the reward and termination heads refitted on replays, the held-out fidelity -> metrics."""
+    metrics: dict[str, float] = {}
+    texts, admissible = dm.admissible_states("train")
+    if dm.free_form:  # agents wrote their actions: a bank of the logged states (snapping, text reading), no lists
+        module.eval()
+        states = dm.logged_states("train")
+        module.build_proposal_bank(states, [[] for _ in states], dm.arrivals(states))
+    elif texts:  # environments without admissible lists have no bank: the head alone proposes
+        module.eval()
+        module.build_proposal_bank(texts, admissible, dm.arrivals(texts))
+        calib = np.random.default_rng(cfg.seed).permutation(len(texts))[:4000]  # a sample keeps this seconds
+        module.calibrate_proposal([texts[i] for i in calib], [admissible[i] for i in calib])
+        loader = dm.train_dataloader()
+        module.calibrate_next_proposal(batch for _, batch in zip(range(32), loader))
+        metrics.update(proposal_metrics(module, dm))
+    if fcfg.rollout_heads.enabled:
+        module.eval()
+        metrics.update(refit_transition_heads(module, dm, fcfg.rollout_heads, cfg.env.gamma, cfg.seed))
+    if fcfg.fidelity_episodes > 0 and module.proposal_bank is not None and dm.val_episodes:
+        module.eval()
+        held = dm.val_episodes[: fcfg.fidelity_episodes]
+        key = state_key(cfg.env.name)
+        by_action = fcfg.rollout_heads.snap_by_action
+        metrics.update(
+            replay_fidelity(module, held, dm.train_episodes, key, cfg.env.gamma, cfg.seed, by_action=by_action)
+        )
+    return metrics
 
 
 @torch.no_grad()
