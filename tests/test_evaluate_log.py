@@ -64,6 +64,32 @@ def test_two_agents_on_a_free_form_log_then_a_third_accumulates(tmp_path, api_lo
         assert second["estimates"][n] == first["estimates"][n]
 
 
+def _rename_env(src, dst, names) -> None:
+    lines = [json.loads(x) for x in src.read_text().splitlines()]
+    dst.write_text("".join(json.dumps({**ep, "env": names(k)}) + "\n" for k, ep in enumerate(lines)))
+
+
+def test_a_log_of_an_environment_adwm_does_not_know_is_read_with_env_log(tmp_path, api_log, tiny_lm_dir, capsys):
+    foreign = tmp_path / "acme.jsonl"
+    _rename_env(api_log, foreign, lambda k: "acme-web-shop")
+    assert _run(tmp_path, foreign, [tiny_lm_dir]) == 2  # the configured builtin world refuses it, naming env=log
+    err = capsys.readouterr().err
+    assert f"{foreign}:1: field 'env'" in err and "'acme-web-shop'" in err and "env=log" in err
+    assert _run(tmp_path, foreign, [tiny_lm_dir], "env=log") == 0
+    result = json.loads((tmp_path / "runs" / "evaluate-log" / "estimates.json").read_text())
+    e = result["estimates"][tiny_lm_dir.rsplit("/", 1)[-1]]
+    assert e["settings"]["world"] == "diffusion" and np.isfinite(e["J_hat"])  # the learned world, env=log's default
+
+    mixed = tmp_path / "mixed.jsonl"
+    _rename_env(api_log, mixed, lambda k: "acme-web-shop" if k < 3 else "acme-helpdesk")
+    assert _run(tmp_path, mixed, [tiny_lm_dir], "env=log") == 2
+    err = capsys.readouterr().err
+    assert f"{mixed}:4: field 'env'" in err and "'acme-helpdesk'" in err and "first from 'acme-web-shop'" in err
+    for command in ("collect", "ground-truth", "quickstart"):  # nothing can play an episode in a log
+        assert main([command, "experiment=smoke", "env=log", f"run.root={tmp_path / 'runs'}"]) == 2
+        assert f"env.name: `adwm {command}` plays episodes" in capsys.readouterr().err
+
+
 def test_bad_agent_sources_are_named(tmp_path, api_log, capsys):
     assert _run(tmp_path, api_log, []) == 2
     assert "evaluate_log.agents: expected at least one agent" in capsys.readouterr().err

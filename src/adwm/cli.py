@@ -161,12 +161,24 @@ def _check_outputs(command: str, cfg) -> None:
         (check_output_file if kind == _FILES else check_output_dir)(OmegaConf.select(cfg, key), key)
 
 
+def _check_playable(command: str, cfg) -> None:
+    from adwm.config import ConfigError
+    from adwm.envs.registry import LOG_ONLY, PLAYS_EPISODES
+
+    if cfg.env.name == LOG_ONLY and command in PLAYS_EPISODES:
+        raise ConfigError(
+            f"env.name: `adwm {command}` plays episodes, and env=log is a log with no environment behind it; "
+            "expected a real environment, or a command that reads only the log (fit, evaluate-log, evaluate, ope)"
+        )
+
+
 def _run(command: str, overrides: list[str]) -> None:
     from adwm.config import load_config
 
     cfg = load_config(overrides, command)
     # models load from local folders and files only, unless `hub=true` lets from_pretrained download
     os.environ["HF_HUB_OFFLINE"] = "0" if cfg.hub else "1"
+    _check_playable(command, cfg)
     _check_outputs(command, cfg)
     result = _dispatch(command, cfg, overrides)
     if command != "config":  # the run's folder records what made it (after success: what made its results)

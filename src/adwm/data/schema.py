@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adwm.envs.registry import LOG_ONLY
+
 SCHEMA = "adwm.episode/1"
 
 
@@ -136,7 +138,8 @@ def read_episodes(
     path: str | Path, privileged: bool = False, env: str | None = None, key: str = "data.log"
 ) -> list[Episode]:
     """All episodes of a JSONL log; the first bad line raises `LogFormatError` naming file:line and field.
-    `env`: the environment every episode must come from (a log of another world is refused, not used);
+    `env`: the environment every episode must come from (a log of another world is refused, not used); with
+    `env="log"` (a log-only environment) any one environment, the first episode's;
     `key`: the config key the path came from, named in the errors of a missing file or a folder."""
     path = Path(path)
     if path.is_dir():
@@ -154,10 +157,16 @@ def read_episodes(
                 raise LogFormatError(f"{path}:{n}: not UTF-8 text (byte {err.start}); expected JSON lines") from None
             if line.strip():
                 ep = parse_episode(line, f"{path}:{n}", privileged)
-                if env is not None and ep.env != env:
+                if env == LOG_ONLY and episodes and ep.env != episodes[0].env:
+                    raise LogFormatError(
+                        f"{path}:{n}: field 'env': the episode comes from '{ep.env}', the log's first from "
+                        f"'{episodes[0].env}'; one world model is fitted on the log of one environment"
+                    )
+                if env is not None and env != LOG_ONLY and ep.env != env:
                     raise LogFormatError(
                         f"{path}:{n}: field 'env': the episode comes from '{ep.env}', the configured environment "
-                        f"is '{env}' (env.name); a world model or baseline of one world cannot use another's log"
+                        f"is '{env}' (env.name); a world model or baseline of one world cannot use another's log "
+                        "(env=log reads a log of an environment adwm has no adapter for)"
                     )
                 episodes.append(ep)
     if not episodes:

@@ -34,12 +34,26 @@ class EnvConfig:
         require(0 < self.gamma <= 1, "env.gamma", self.gamma, "a discount in (0, 1]")
 
 
+# `env=log`: a log of an environment adwm has no adapter for (a web or tool-use agent's harness); the world
+# model, evaluate-log and the baselines read only the log, and nothing can play an episode in it
+LOG_ONLY = "log"
+PLAYS_EPISODES = ("train-agent", "collect", "ground-truth", "quickstart", "benchmark")
+
+
+def _no_simulator(cfg: EnvConfig) -> TextEnv:
+    raise ValueError(
+        "env.name: 'log' has no environment behind it, so nothing can play an episode in it (collect, "
+        f"ground truth, agent training, evaluate.world=oracle); expected one of {sorted(set(ENVS) - {LOG_ONLY})}"
+    )
+
+
 ENVS: dict[str, Callable[[EnvConfig], TextEnv]] = {
     "builtin": lambda cfg: BuiltinEnv(cfg.builtin, max_steps=cfg.max_steps),
     "scienceworld": lambda cfg: ScienceWorldEnv(cfg.scienceworld, max_steps=cfg.max_steps),
     "textworld": lambda cfg: TextWorldEnv(cfg.textworld, max_steps=cfg.max_steps),
     "shop": lambda cfg: ShopEnv(cfg.shop, max_steps=cfg.max_steps),
     "multihop": lambda cfg: MultihopEnv(cfg.multihop, max_steps=cfg.max_steps),
+    LOG_ONLY: _no_simulator,
 }
 
 
