@@ -47,7 +47,7 @@ from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import ground_truth
 from adwm.runtime import costs
 from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json, update_json
-from adwm.runtime.provenance import commit
+from adwm.runtime.provenance import benchmark_stamp, commit
 from adwm.simulation.simulate import simulate
 from adwm.simulation.starts import logged_starts
 from adwm.stages import evaluate as evaluate_stage
@@ -441,17 +441,17 @@ def main() -> None:
         print(_memory_probe(args.overrides, args.memory_probe))
         return
     if args.batching:
-        entry = {"overrides": args.overrides, "commit": (commit() or "unknown")[:7]}
+        entry = {"overrides": args.overrides, "commit": (commit() or "unknown")[:7], "provenance": benchmark_stamp()}
         entry |= measure_batching(args.overrides, args.batching)
         update_json(BATCHING, lambda stored: stored.__setitem__(f"{args.cell}/{args.label}", entry))
         print(json.dumps(entry, indent=1))
         return
     if args.estimate_only:
-        entry = measure_estimate(args.overrides, args.estimate_only)
+        entry = measure_estimate(args.overrides, args.estimate_only) | {"provenance": benchmark_stamp()}
         update_json(ESTIMATES, lambda stored: stored.setdefault(f"{args.cell}/{args.label}", []).append(entry))
         print(json.dumps(entry, indent=1))
         return
-    entry = measure(args.overrides, args.cell)
+    entry = measure(args.overrides, args.cell) | {"provenance": benchmark_stamp()}
     if args.note:
         entry["note"] = args.note
     stored = read_json(RESULTS) if RESULTS.is_file() else {}

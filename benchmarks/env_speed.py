@@ -21,6 +21,7 @@ from pathlib import Path
 from adwm.envs.scienceworld import ScienceWorldConfig, ScienceWorldEnv
 from adwm.envs.textworld import TextWorldConfig, TextWorldEnv
 from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.provenance import benchmark_stamp
 
 OUT = Path(__file__).parent / "results" / "env_speed.json"
 SW_TASKS = ["find-living-thing", "find-non-living-thing", "find-plant"]
@@ -110,6 +111,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="adwm_env_speed_"))
     try:
         out = {"scienceworld": scienceworld(args.episodes, tmp), "textworld": textworld(args.episodes, tmp)}
+        out["provenance"] = benchmark_stamp()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     atomic_write_json(OUT, out)

@@ -21,6 +21,7 @@ from adwm.envs.registry import state_key
 from adwm.models.world_model import WorldModelModule
 from adwm.runtime.atomic import atomic_write_json
 from adwm.runtime.checkpoints import load_checkpoint
+from adwm.runtime.provenance import benchmark_stamp
 from adwm.simulation.fidelity import replay_fidelity
 from adwm.simulation.simulate import simulation_sampler
 
@@ -37,7 +38,12 @@ def main(overrides: list[str], sampler_steps: int = 0) -> Path:
     metrics = replay_fidelity(wm, held, dm.train_episodes, state_key(cfg.env.name), cfg.env.gamma, cfg.seed)
     results = json.loads(OUT.read_text()) if OUT.is_file() else {}
     key = cfg.run.fit + (f"@steps{sampler_steps}" if sampler_steps else "")
-    results[key] = {"overrides": overrides, "sampler_steps": len(wm.sampler.timesteps), **metrics}
+    results[key] = {
+        "overrides": overrides,
+        "sampler_steps": len(wm.sampler.timesteps),
+        **metrics,
+        "provenance": benchmark_stamp(),
+    }
     atomic_write_json(OUT, results)
     return OUT
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from adwm.runtime.atomic import atomic_write_json, read_json
+from adwm.runtime.provenance import benchmark_stamp
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "gpu.json"
@@ -46,6 +47,7 @@ def main(overrides: list[str]) -> Path:
         "stage_seconds": summary["stage_seconds"],
         "metrics": summary["metrics"],
         "cost": read_json(ROOT / "benchmarks" / "results" / "cost.json")["builtin/gpu"],
+        "provenance": benchmark_stamp(),
     }
     atomic_write_json(OUT, entry)
     return OUT

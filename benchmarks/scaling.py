@@ -24,7 +24,7 @@ import numpy as np
 
 from adwm.evaluation.plots import save_figure
 from adwm.runtime.atomic import atomic_write_json, atomic_write_text, read_json
-from adwm.runtime.provenance import load_run_config
+from adwm.runtime.provenance import benchmark_stamp, load_run_config
 
 COLUMNS = (
     ("spearman", "Spearman"),
@@ -168,7 +168,7 @@ def main(folders: list[Path], out_md: Path, out_png: Path, out_json: Path, keep:
         parts += ["", f"## {name}", "", made + ".", "", table(rows)]
     plot(grids, out_png)
     atomic_write_text(out_md, "\n".join(parts) + "\n")
-    atomic_write_json(out_json, {"grids": grids, "runs": points_by_grid})
+    atomic_write_json(out_json, {"grids": grids, "runs": points_by_grid, "provenance": benchmark_stamp()})
     return out_md
 
 

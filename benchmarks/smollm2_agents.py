@@ -27,6 +27,7 @@ from adwm.envs.registry import make_env
 from adwm.policies.factory import build_policy
 from adwm.policies.loading import load_causal_lm
 from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.provenance import benchmark_stamp
 from adwm.stages.pipeline import train_agents
 
 OUT = Path(__file__).parent / "results" / "smollm2_agents.json"
@@ -78,7 +79,7 @@ def main() -> None:
             row["smollm2_lora"] = play(cfg, agents["smollm2_lora"], args.episodes)
             tiny = dataclasses.replace(to_object(cfg.policy), name="iter3")
             row["tiny_iter3"] = play(cfg, tiny, args.episodes)
-        out[env] = row
+        out[env] = row | {"provenance": benchmark_stamp()}
         atomic_write_json(OUT, out)  # each environment's figures survive a later failure
         print(env, row, flush=True)
 

@@ -27,6 +27,7 @@ from adwm.policies.config import PolicyConfig, TinyModelConfig
 from adwm.policies.llm import LLMPolicy
 from adwm.policies.tiny import make_tiny_llama
 from adwm.runtime.atomic import atomic_write_json
+from adwm.runtime.provenance import benchmark_stamp
 
 
 def env_speed() -> dict:
@@ -100,6 +101,7 @@ def main() -> None:
             },
             "builtin_env": env_speed(),
             "agent": agent_speed(Path(tmp)),
+            "provenance": benchmark_stamp(),
         }
     out = Path(__file__).parent / "results" / "speed.json"
     atomic_write_json(out, result)

@@ -1,4 +1,4 @@
-"""Text encoders by registry name (DESIGN section 2, encoder E)."""
+"""Text encoders by registry name."""
 
 from adwm.runtime.lazy import lazy_exports
 

@@ -1,4 +1,4 @@
-"""Text environments behind one interface (DESIGN section 5)."""
+"""Text environments behind one interface."""
 
 from adwm.envs.base import Reset, Step, TextEnv
 from adwm.envs.builtin import BuiltinEnv, BuiltinEnvConfig

@@ -1,4 +1,4 @@
-"""The text-environment interface every adapter implements (DESIGN section 5)."""
+"""The text-environment interface every adapter implements."""
 
 from __future__ import annotations
 

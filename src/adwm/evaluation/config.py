@@ -9,7 +9,7 @@ from adwm.runtime.checks import at_least
 
 @dataclass
 class GroundTruthConfig:
-    n_episodes: int = 150  # per policy; SE ~ 0.35/sqrt(n) on builtin, below the gaps between eps levels
+    n_episodes: int = 150  # per policy; enough that J's standard error is below the gaps between eps levels
     seed_offset: int = 3_000_000  # environment seeds offset+[0, n): disjoint from training and behaviour logs
     n_envs: int = 64  # environments in lock-step per batched model call
     out: str = "${run.root}/ground_truth/ground_truth.json"

@@ -63,7 +63,7 @@ def relative_error(j_true, j_hat) -> float:
 def nrmse(j_true, j_hat) -> float:
     """RMSE of J_hat against J divided by the true value range."""
     t, h = np.asarray(j_true, float), np.asarray(j_hat, float)
-    if not _valid(t, h):  # DESIGN section 4: a constant estimator is a failure on every metric
+    if not _valid(t, h):  # a constant estimator is a failure on every metric
         return float("nan")
     return float(np.sqrt(np.mean((h - t) ** 2)) / np.ptp(t))
 

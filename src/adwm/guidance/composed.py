@@ -1,4 +1,4 @@
-"""The guided noise estimate of one reverse step (DESIGN section 2, Theorem 1):
+"""The guided noise estimate of one reverse step (Theorem 1):
 
     score = s(z|h) + omega * (s(z|h,a) - s(z|h)) + eta * grad_z log C
 

@@ -1,4 +1,4 @@
-"""Continuation factor C of the policy-guided kernel (DESIGN section 2, our formulation).
+"""Continuation factor C of the policy-guided kernel (our formulation where the paper is silent).
 
     log C(z_{t+1}) = log sum_{a'} P_b(a' | h_{t+1}) pi_e(a' | z_{t+1})     one-step term
                    + V_alpha(z_{t+1})                                      learned tail

@@ -1,6 +1,6 @@
 """`ProjectorModule`: G_psi maps a world-model latent to m soft tokens in an agent's input-embedding space.
 
-Trained with the world model frozen, by distillation (DESIGN section 2): the
+Trained with the world model frozen, by distillation: the
 agent's distribution over the candidate actions while reading soft tokens must
 match its distribution while reading the real observation text (KL), plus
 cross-entropy on the logged action. An optional LoRA adapter (PEFT) on the

@@ -92,6 +92,18 @@ def module_at(commit: str, path: str, root: str | Path | None = None) -> ModuleT
     return module
 
 
+def benchmark_stamp(argv: list[str] | None = None) -> dict:
+    """What a benchmark script's result entry records of what made it: the command (the script's path in the
+    checkout and its arguments, quoted for a shell) and the commit (`commit()`)."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0]).resolve()
+    try:
+        script = script.relative_to(source_root())
+    except ValueError:
+        pass
+    return {"command": shlex.join(["python", str(script), *argv[1:]]), "commit": commit()}
+
+
 def command_line(command: str, overrides: list[str]) -> str:
     """The `adwm` command line that reproduces a run, quoted for a shell."""
     return shlex.join(["adwm", command, *overrides])

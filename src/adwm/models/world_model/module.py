@@ -1,4 +1,4 @@
-"""`WorldModelModule`: jointly trained text encoder + latent diffusion dynamics + heads (DESIGN section 2).
+"""`WorldModelModule`: jointly trained text encoder + latent diffusion dynamics + heads.
 
 The module wires the parts and the Lightning hooks; the objectives live in `objectives.py`, encoding
 and the latent cache in `latents.py`, candidate actions in `candidates.py`, validation metrics in

@@ -1,4 +1,4 @@
-"""The world model's training objectives, one named function per term (DESIGN section 2).
+"""The world model's training objectives, one named function per term.
 
 `world_model_step` composes them in a fixed order (the random draws of the diffusion term and the
 token decoder come in that order, so a seed gives the same fit). Collapse guard, five parts (a
