@@ -37,4 +37,7 @@ def test_each_result_entry_is_stamped_with_its_command_and_commit(path):
 def test_the_stamp_names_the_script_in_the_checkout_and_its_arguments():
     script = str(source_root() / "benchmarks" / "cost.py")
     stamp = benchmark_stamp([script, "--cell", "builtin", "seed=3", "run.root=runs/a b"])
-    assert stamp == {"command": "python benchmarks/cost.py --cell builtin seed=3 'run.root=runs/a b'", "commit": commit()}
+    assert stamp == {
+        "command": "python benchmarks/cost.py --cell builtin seed=3 'run.root=runs/a b'",
+        "commit": commit(),
+    }
