@@ -116,7 +116,7 @@ def test_one_word_changes_the_observation_and_the_dynamics():
 def test_unknown_env_name_is_named():
     with pytest.raises(
         ValueError,
-        match=r"env.name: expected one of \['builtin', 'scienceworld', 'textworld', 'shop', 'multihop'\], got 'nope'",
+        match=r"env.name: expected one of \['builtin', 'scienceworld', 'textworld', 'shop', 'multihop', 'log'\], got 'nope'",
     ):
         make_env(EnvConfig(name="nope"))
 
