@@ -44,7 +44,7 @@ def test_overrides_experiment_and_group_choice():
         (["env.builtin.locked_door_prob=[1]"], r"config key 'env.builtin.locked_door_prob'"),
         (
             ["env=marsworld"],
-            r"unknown choice 'marsworld' for group 'env'; choose from \['builtin', 'multihop', 'scienceworld', 'shop', 'textworld_cooking'\]",
+            r"unknown choice 'marsworld' for group 'env'; choose from \['builtin', 'log', 'multihop', 'scienceworld', 'shop', 'textworld_cooking'\]",
         ),
         (
             ["logger=tensorboard"],
