@@ -161,9 +161,13 @@ def _check_outputs(command: str, cfg) -> None:
         (check_output_file if kind == _FILES else check_output_dir)(OmegaConf.select(cfg, key), key)
 
 
+# the commands that play episodes in the environment, which a log-only environment (env=log) cannot
+PLAYS_EPISODES = ("train-agent", "collect", "ground-truth", "quickstart", "benchmark")
+
+
 def _check_playable(command: str, cfg) -> None:
     from adwm.config import ConfigError
-    from adwm.envs.registry import LOG_ONLY, PLAYS_EPISODES
+    from adwm.envs.registry import LOG_ONLY
 
     if cfg.env.name == LOG_ONLY and command in PLAYS_EPISODES:
         raise ConfigError(

@@ -37,7 +37,6 @@ class EnvConfig:
 # `env=log`: a log of an environment adwm has no adapter for (a web or tool-use agent's harness); the world
 # model, evaluate-log and the baselines read only the log, and nothing can play an episode in it
 LOG_ONLY = "log"
-PLAYS_EPISODES = ("train-agent", "collect", "ground-truth", "quickstart", "benchmark")
 
 
 def _no_simulator(cfg: EnvConfig) -> TextEnv:
