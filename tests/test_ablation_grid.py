@@ -18,6 +18,8 @@ def _switches() -> dict[str, list[str]]:
     for f in dataclasses.fields(AblationConfig):
         if f.type in (bool, "bool"):
             variants[f"{f.name}_{'off' if f.default else 'on'}"] = [f"ablation.{f.name}={not f.default}"]
+        elif f.name == "reader":
+            variants["reader_decoded"] = ["ablation.reader=decoded"]
         else:
             variants[f"{f.name}_nearest"] = [f"ablation.{f.name}=nearest"]
     return variants
@@ -28,7 +30,8 @@ def _switches() -> dict[str, list[str]]:
     [
         ("ablation.action_guidance=false", {"guidance.omega": 0.0}),
         ("ablation.continuation=true", {"guidance.eta": 1.0, "evaluate.world": "diffusion"}),
-        ("ablation.projector=true", {"ablation.projector": True, "evaluate.world": "diffusion"}),
+        ("ablation.reader=projector", {"ablation.reader": "projector", "evaluate.world": "diffusion"}),
+        ("ablation.reader=decoded", {"evaluate.diffusion.snap": False, "evaluate.world": "diffusion"}),
         ("ablation.log_rewards=false", {"evaluate.guided_analogy.rewards": "heads"}),
         ("ablation.world=oracle", {"evaluate.world": "oracle"}),
         ("ablation.joint_encoder=false", {"ablation.joint_encoder": False}),
@@ -53,7 +56,7 @@ def test_continuation_keeps_an_eta_set_and_a_bad_world_is_named():
 def test_every_switch_of_the_node_has_a_variant():
     names = {f.name for f in dataclasses.fields(AblationConfig)}
     assert len(_switches()) == len(names) + 1
-    assert names == {"action_guidance", "continuation", "projector", "joint_encoder", "log_rewards", "world"}
+    assert names == {"action_guidance", "continuation", "reader", "joint_encoder", "log_rewards", "world"}
 
 
 @pytest.mark.ci

@@ -173,7 +173,7 @@ def test_negative_projector_budget_is_a_named_error(smoke_overrides, capsys):
 
 
 def test_the_agents_read_text_by_default_and_the_projector_by_config(smoke_run, tmp_path, capsys, one_thread):
-    """`ablation.projector=true` trains a projector per agent backbone and simulates through it; the default
+    """`ablation.reader=projector` trains a projector per agent backbone and simulates through it; the default
     reads the snapped state's text and needs none (test_simulate.py checks what it reads), also with continuation
     guidance on (off by default). A gradient through the agent's reading without a projector is a named error."""
     from adwm.runtime.atomic import read_json
@@ -184,7 +184,7 @@ def test_the_agents_read_text_by_default_and_the_projector_by_config(smoke_run, 
     shared = [*reads(smoke_run), *family, f"project.dir={tmp_path}/project", "evaluate.world=diffusion"]
     assert main(["evaluate", *shared, f"evaluate.out={tmp_path}/text.json"]) == 0
     assert not list((tmp_path / "project").glob("*/projector.ckpt"))
-    assert main(["evaluate", *shared, "ablation.projector=true", f"evaluate.out={tmp_path}/soft.json"]) == 0
+    assert main(["evaluate", *shared, "ablation.reader=projector", f"evaluate.out={tmp_path}/soft.json"]) == 0
     assert len(list((tmp_path / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
     text, soft = read_json(tmp_path / "text.json")["estimates"], read_json(tmp_path / "soft.json")["estimates"]
     for name in ("iter3_eps0", "iter3_eps1", "iter1"):
@@ -203,7 +203,7 @@ def test_the_agents_read_text_by_default_and_the_projector_by_config(smoke_run, 
     full = ["guidance.eta=1", "guidance.continuation=full"]
     assert main(["evaluate", *shared, *full, f"evaluate.out={tmp_path}/x.json"]) == 2
     err = capsys.readouterr().err
-    assert "guidance.continuation=full with guidance.method=gradient" in err and "ablation.projector=true" in err
+    assert "guidance.continuation=full with guidance.method=gradient" in err and "ablation.reader=projector" in err
     assert not (tmp_path / "x.json").exists()
     # the default world has no continuation guidance: a named error, before any work; the projector switch
     # (ablation.projector) moves to the learned world, where the agent reads latents
@@ -214,7 +214,7 @@ def test_the_agents_read_text_by_default_and_the_projector_by_config(smoke_run, 
     assert not (tmp_path / "y.json").exists()
     from adwm.config import load_config
 
-    assert load_config([*default, "ablation.projector=true"], "evaluate").evaluate.world == "diffusion"
+    assert load_config([*default, "ablation.reader=projector"], "evaluate").evaluate.world == "diffusion"
 
 
 def test_a_fit_is_reproducible_from_the_seed(smoke_overrides, tmp_path):

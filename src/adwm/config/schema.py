@@ -19,7 +19,7 @@ from adwm.models.config import ProjectorConfig
 from adwm.models.world_model.config import WorldModelConfig
 from adwm.ope.config import OPEConfig
 from adwm.policies.config import PolicyConfig
-from adwm.runtime.checks import require, safe_name
+from adwm.runtime.checks import one_of, require, safe_name
 from adwm.runtime.config import LoggerConfig, TrainerConfig
 from adwm.simulation.config import world_spec
 from adwm.stages.config import (
@@ -30,6 +30,8 @@ from adwm.stages.config import (
     FitConfig,
     ProjectConfig,
 )
+
+READERS = ("logged", "decoded", "projector")  # ablation.reader: how the agent reads a simulated state
 
 
 @dataclass
@@ -42,9 +44,10 @@ class AblationConfig:
     # true: Theorem 1's continuation factor, guidance.eta = 1 where it is 0 (and evaluate.world=diffusion where
     # the world's agents read text, which has no continuation from latents)
     continuation: bool = False
-    # true: the agent reads the projector's soft tokens (the paper's G_psi; evaluate.world=diffusion where the
-    # world's agents read text); false: the text of the state
-    projector: bool = False
+    # how the agent reads a simulated state (evaluate.world=diffusion where the world's agents read text):
+    # logged: the text of the nearest logged state; decoded: the text the world model's decoder writes (the
+    # generative simulator: evaluate.diffusion.snap=false); projector: soft tokens (the paper's G_psi)
+    reader: str = "logged"
     joint_encoder: bool = True  # false: the encoder stays frozen during `adwm fit`
     # false: the heads pay each step instead of the log's own outcomes (evaluate.guided_analogy.rewards=heads)
     log_rewards: bool = True
@@ -53,17 +56,20 @@ class AblationConfig:
     def __post_init__(self) -> None:
         if self.world:
             world_spec(self.world, "ablation.world")
+        one_of(self.reader, "ablation.reader", READERS)
 
 
 def ablation_settings(ablation, world: str) -> dict[str, object]:
     """The dotted config keys (and values) that the switches of `ablation` (an `AblationConfig` or its
-    config node) set in a config whose `evaluate.world` is `world`; `projector` and `joint_encoder` are read
+    config node) set in a config whose `evaluate.world` is `world`; `reader` and `joint_encoder` are read
     by the stages themselves."""
     out: dict[str, object] = {}
     if ablation.world:
         world = out["evaluate.world"] = ablation.world
-    if (ablation.continuation or ablation.projector) and not world_spec(world).reads_latents:
+    if (ablation.continuation or ablation.reader != "logged") and not world_spec(world).reads_latents:
         out["evaluate.world"] = "diffusion"
+    if ablation.reader == "decoded":
+        out["evaluate.diffusion.snap"] = False
     if not ablation.action_guidance:
         out["guidance.omega"] = 0.0
     if ablation.continuation:
@@ -166,11 +172,11 @@ class AppConfig:
         world = self.evaluate.world
         if not world_spec(world).reads_latents and world_spec(world).learned:
             require(
-                not self.ablation.projector,
-                "ablation.projector",
-                self.ablation.projector,
-                f"false with evaluate.world={world}, whose agents read the state's text (set "
-                "evaluate.world=diffusion to read the projector's soft tokens)",
+                self.ablation.reader == "logged",
+                "ablation.reader",
+                self.ablation.reader,
+                f"logged with evaluate.world={world}, whose agents read the state's text (set "
+                "evaluate.world=diffusion to read the decoder's text or the projector's soft tokens)",
             )
             require(
                 self.guidance.eta == 0,

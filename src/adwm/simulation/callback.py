@@ -6,7 +6,7 @@ each policy in the current world model and logs `rollout/J_hat/<policy>`, and,
 given true values, `rollout/spearman`, `rollout/kendall`, `rollout/regret_at_1`
 and `rollout/nrmse`. The table of J vs J_hat goes to the logger when it can
 take tables (W&B) and always to `<dir>/rollouts_epoch<k>.json`. The agents read
-the nearest logged observation's text (the default reader, `ablation.projector=false`; no projector exists
+the nearest logged observation's text (the default reader, `ablation.reader=logged`; no projector exists
 while the world model trains) unless a `reader_for(policy_cfg, module)` factory is given. Its values are the simulated ones,
 uncalibrated (`adwm evaluate` calibrates on the behaviour agents; see adwm.simulation.calibration).
 """

@@ -13,6 +13,10 @@ builtin's room and inventory; the whole text elsewhere). Beside it, on the same 
   snap may land on (what a snap by a better distance could reach);
 - `guided_analogy`: the learned model picking each next state among the analogy world's proposals
   (simulation/guided_analogy.py), which is not bound to the logged states.
+- `decoded` (closed loop: the model's own samples, no snapping, read through its text decoder) and
+  `decoded_teacher` (open loop: o_k sampled from the logged history up to k - 1, decoded), each as state
+  accuracy and as `_exact`, the share of replays whose decoded text is exactly the logged observation; what
+  the agent reads with `ablation.reader=decoded`.
 And over whole episodes: the correlation of the simulated and logged discounted returns (the simulated one
 is the expected return under the termination head, sum_t gamma^t r_t prod_{s<t} (1 - p_s)) and the mean
 simulated probability of ending within the logged length against the logged share of episodes that ended
@@ -27,6 +31,8 @@ import numpy as np
 import torch
 
 from adwm.data.schema import Episode
+from adwm.guidance import guided_eps_fn
+from adwm.guidance.config import GuidanceConfig
 from adwm.models.history import Window
 from adwm.models.proposal_bank import action_ids
 from adwm.simulation.analogy import AnalogyWorld
@@ -90,6 +96,15 @@ def replay_fidelity(
     controls["snap_ceiling"], reachable = _snap_ceiling(wm, episodes, ks, by_action, state_key)
     out.update({f"fidelity/snap_reachable@{k}": v for k, v in reachable.items()})
     controls["guided_analogy"] = _guided_analogy_states(wm, episodes, analogy, ks, seed)
+    if getattr(wm, "text_decoder", None) is not None:
+        controls["decoded"] = decoded_states(wm, episodes, ks, seed)
+        controls["decoded_teacher"] = decoded_states(wm, episodes, ks, seed, teacher=True)
+        for name in ("decoded", "decoded_teacher"):
+            for k in ks:
+                rows = [i for i, ep in enumerate(episodes) if len(ep.steps) >= k]
+                if rows:
+                    hits = [controls[name][k][i] == _true_observation(episodes[i], k) for i in rows]
+                    out[f"fidelity/{name}_exact@{k}"] = float(np.mean(hits))
     for k in ks:
         rows = [i for i, ep in enumerate(episodes) if len(ep.steps) >= k]
         if not rows:
@@ -169,6 +184,37 @@ def _guided_analogy_states(
                 out[t + 1][i] = states[i].observation
         window = window.shifted(z_next, a)
         z = z_next
+    return out
+
+
+@torch.no_grad()
+def decoded_states(
+    wm, episodes: Sequence[Episode], ks: Sequence[int], seed: int, teacher: bool = False, guidance=None
+) -> dict[int, list[str]]:
+    """The decoded observation after k logged actions, per episode ("" past the episode's end): closed loop
+    (the history is the model's own unsnapped samples) or, with `teacher`, one step from the logged history
+    (the encoded logged observations up to k - 1). `guidance` (a GuidanceConfig): its omega applies as
+    classifier-free guidance (None: the conditional model)."""
+    guidance = guidance or GuidanceConfig(omega=1.0, eta=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    b = len(episodes)
+    z = wm.encode([ep.steps[0].observation for ep in episodes])
+    window = Window.start(z, wm.encode([ep.task for ep in episodes]), wm.hparams.window, wm.cfg.d_action)
+    out: dict[int, list[str]] = {k: [""] * b for k in ks}
+    for t in range(min(max(len(ep.steps) for ep in episodes), max(ks))):
+        actions = [ep.steps[t].action if t < len(ep.steps) else "" for ep in episodes]
+        a = wm.embed_actions(actions)
+        c = window.context(wm)
+
+        eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance)
+        z_next = wm.sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
+        if t + 1 in ks:
+            for i, text in enumerate(wm.decode_text(z_next)):
+                if t < len(episodes[i].steps):
+                    out[t + 1][i] = text
+        if teacher:  # the logged observation takes the sample's place in the history
+            z_next = wm.encode([_true_observation(ep, min(t + 1, len(ep.steps))) for ep in episodes])
+        window = window.shifted(z_next, a)
     return out
 
 

@@ -1,6 +1,7 @@
-"""How the evaluated agent reads a simulated latent state: the text of the nearest logged observation (the
-default, `ablation.projector=false`: with snapping, the observation the state is), or soft tokens through
-the projector (`ablation.projector=true`, the paper's G_psi)."""
+"""How the evaluated agent reads a simulated latent state (`ablation.reader`): the text of the nearest logged
+observation (`logged`: with snapping, the observation the state is), the text the world model's decoder
+writes for it (`decoded`: a state the log never held reads as itself), or soft tokens through the projector
+(`projector`, the paper's G_psi)."""
 
 from __future__ import annotations
 
@@ -38,29 +39,25 @@ class SoftTokenReader:
         return self.projector.write(z, tasks, rngs)
 
 
-class NearestTextReader:
-    """pi_e reads the text of the nearest logged observation (no projector); not differentiable, so a gradient
-    through the agent's reading (guidance.continuation=full with guidance.method=gradient) needs the projector.
+class TextReader:
+    """pi_e reads a text of the latent state (`texts_of`); not differentiable, so a gradient through the
+    agent's reading (guidance.continuation=full with guidance.method=gradient) needs the projector.
 
-    The agent's score of an action depends only on the prompt (the task and the logged observation: the
-    reader keeps no history) and the action, so scores are kept in `cache` (one dict per checkpoint and
-    prompt, `score_key`), shared by every policy of a family that reads with the same agent: a state read
-    again, by this rollout, another one or another policy, costs no forward pass. A writing agent's
-    next-token logits are kept the same way, in a `PrefixTree` of at most `write_cache_mb` MB per
-    checkpoint and prompt (0: none): writing after a logged text again runs the model only past the
-    prefixes already taken."""
+    The agent's score of an action depends only on the prompt (the task and the text: the reader keeps no
+    history) and the action, so scores are kept in `cache` (one dict per checkpoint and prompt,
+    `score_key`), shared by every policy of a family that reads with the same agent: a text read again, by
+    this rollout, another one or another policy, costs no forward pass. A writing agent's next-token logits
+    are kept the same way, in a `PrefixTree` of at most `write_cache_mb` MB per checkpoint and prompt (0:
+    none): writing after a text again runs the model only past the prefixes already taken."""
 
     def __init__(
         self, world_model, policy: LLMPolicy, cache: dict | None = None, write_cache_mb: float = 256.0
     ) -> None:
-        bank = world_model.proposal_bank
-        if bank is None or bank.texts is None:
-            raise RuntimeError("ablation.projector=false: the world model has no bank of logged texts (fit builds it)")
-        self.world_model, self.policy, self.texts = world_model, policy, bank.texts
-        self.cache: dict[tuple[str, int], dict[str, float]] = (
+        self.world_model, self.policy = world_model, policy
+        self.cache: dict[tuple[str, str], dict[str, float]] = (
             {} if cache is None else cache.setdefault(("reader", score_key(policy.cfg)), {})
         )
-        self.prompts: dict[tuple[str, int], list[int]] = {}
+        self.prompts: dict[tuple[str, str], list[int]] = {}
         self.tree = None
         if write_cache_mb > 0:
             key = ("writer", score_key(policy.cfg))
@@ -68,12 +65,16 @@ class NearestTextReader:
                 PrefixTree(write_cache_mb) if cache is None else cache.setdefault(key, PrefixTree(write_cache_mb))
             )
 
+    def texts_of(self, z: torch.Tensor) -> list[str]:
+        """The text the agent reads for each latent state (B, L, d)."""
+        raise NotImplementedError
+
     @torch.no_grad()
     def scores(self, z: torch.Tensor, tasks: list[str], candidates: list[list[str]]) -> list[torch.Tensor]:
-        nearest = self.world_model.proposal_bank.nearest(z).tolist()
-        known = [self.cache.setdefault((t, i), {}) for t, i in zip(tasks, nearest)]
-        missing = {}  # (task, bank row) -> actions not scored yet, in first-seen order
-        for t, i, c, k in zip(tasks, nearest, candidates, known):
+        read = self.texts_of(z)
+        known = [self.cache.setdefault((t, o), {}) for t, o in zip(tasks, read)]
+        missing = {}  # (task, text) -> actions not scored yet, in first-seen order
+        for t, i, c, k in zip(tasks, read, candidates, known):
             new = [a for a in c if a not in k]
             if new:
                 todo = missing.setdefault((t, i), [])
@@ -81,17 +82,45 @@ class NearestTextReader:
         costs.count("reader/states", len(tasks))
         costs.count("reader/states_scored", len(missing))
         if missing:
-            states = [AgentState(t, self.texts[i], [], todo) for (t, i), todo in missing.items()]
+            states = [AgentState(t, o, [], todo) for (t, o), todo in missing.items()]
             for (key, todo), scored in zip(missing.items(), self.policy.action_scores(states)):
                 self.cache[key].update(zip(todo, scored.tolist()))
         return [torch.tensor([k[a] for a in c], dtype=torch.float32) for c, k in zip(candidates, known)]
 
     @torch.no_grad()
     def write(self, z: torch.Tensor, tasks: list[str], rngs: Sequence[np.random.Generator]) -> list[str]:
-        nearest = self.world_model.proposal_bank.nearest(z).tolist()
         prompts = []
-        for t, i in zip(tasks, nearest):  # a logged text's prompt is tokenised once
-            if (t, i) not in self.prompts:
-                self.prompts[t, i] = self.policy.prompt_ids(AgentState(t, self.texts[i], [], None))
-            prompts.append(self.prompts[t, i])
+        for t, o in zip(tasks, self.texts_of(z)):  # a text's prompt is tokenised once
+            if (t, o) not in self.prompts:
+                self.prompts[t, o] = self.policy.prompt_ids(AgentState(t, o, [], None))
+            prompts.append(self.prompts[t, o])
         return self.policy.write(prompts, rngs, self.tree)
+
+
+class NearestTextReader(TextReader):
+    """`ablation.reader=logged`: the text of the nearest logged observation (a control once the world model
+    writes its states: it cannot show a state the log never held)."""
+
+    def __init__(self, world_model, policy: LLMPolicy, cache: dict | None = None, write_cache_mb: float = 256.0):
+        bank = world_model.proposal_bank
+        if bank is None or bank.texts is None:
+            raise RuntimeError("ablation.reader=logged: the world model has no bank of logged texts (fit builds it)")
+        super().__init__(world_model, policy, cache, write_cache_mb)
+        self.texts = bank.texts
+
+    def texts_of(self, z: torch.Tensor) -> list[str]:
+        return [self.texts[i] for i in self.world_model.proposal_bank.nearest(z).tolist()]
+
+
+class DecodedTextReader(TextReader):
+    """`ablation.reader=decoded`: the text the world model's decoder writes for the latent
+    (models/text_decoder.py)."""
+
+    def __init__(self, world_model, policy: LLMPolicy, cache: dict | None = None, write_cache_mb: float = 256.0):
+        if getattr(world_model, "text_decoder", None) is None:
+            world_model.decode_text(torch.zeros(0))  # raises, naming the fix
+        super().__init__(world_model, policy, cache, write_cache_mb)
+
+    def texts_of(self, z: torch.Tensor) -> list[str]:
+        with costs.section("reader/decode"):
+            return self.world_model.decode_text(z)

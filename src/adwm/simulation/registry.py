@@ -28,7 +28,7 @@ from adwm.runtime.progress import bar
 from adwm.simulation.analogy import AnalogyWorld
 from adwm.simulation.config import WORLDS, world_spec
 from adwm.simulation.guided_analogy import rollout_guided_analogy
-from adwm.simulation.readers import NearestTextReader, SoftTokenReader
+from adwm.simulation.readers import DecodedTextReader, NearestTextReader, SoftTokenReader, TextReader
 from adwm.simulation.simulate import agent_writes, simulate, simulation_sampler
 from adwm.simulation.starts import logged_reward_range, logged_starts
 from adwm.simulation.worlds import LoggedWorld, OracleWorld, TextWorld, logged_episode_starts, rollout_world
@@ -38,7 +38,7 @@ from adwm.simulation.worlds import LoggedWorld, OracleWorld, TextWorld, logged_e
 class WorldInputs:
     """What a world is built from: the composed config, the evaluation's data module, the fitted world model
     (None for a world that reads none), the agents' score cache, and the stage's projector for an agent
-    (trained or reused; only the learned world with `ablation.projector` asks for it)."""
+    (trained or reused; only the learned world with `ablation.reader=projector` asks for it)."""
 
     cfg: DictConfig
     dm: Any
@@ -75,9 +75,9 @@ class World(ABC):
 
 
 class DiffusionWorld(World):
-    """The learned world model (simulation/simulate.py): the agent reads its latents, through the projector
-    (`ablation.projector`) or the text of the nearest logged state; Theorem 1's guidance acts in every
-    reverse step."""
+    """The learned world model (simulation/simulate.py): the agent reads its latents
+    (`ablation.reader`: the text its decoder writes, the text of the nearest logged state, or the projector's
+    soft tokens); Theorem 1's guidance acts in every reverse step."""
 
     name = "diffusion"
 
@@ -87,16 +87,16 @@ class DiffusionWorld(World):
         self.ablation = OmegaConf.to_object(self.cfg.ablation)
         self.tail = OmegaConf.to_object(self.cfg.evaluate.tail)
         g = self.guidance
-        if not self.ablation.projector and g.eta > 0 and g.continuation == "full" and g.method == "gradient":
+        if self.ablation.reader != "projector" and g.eta > 0 and g.continuation == "full" and g.method == "gradient":
             raise ValueError(
                 "guidance.continuation=full with guidance.method=gradient differentiates the agent's reading of "
-                "the latent, which the text reader (ablation.projector=false, the default) cannot: set "
-                "ablation.projector=true or guidance.method=resample"
+                "the latent, which a text reader (ablation.reader=" + self.ablation.reader + ") cannot: set "
+                "ablation.reader=projector or guidance.method=resample"
             )
 
     def reader_and_continuation(
         self, policy: PolicyConfig
-    ) -> tuple[SoftTokenReader | NearestTextReader | None, Continuation | None]:
+    ) -> tuple[SoftTokenReader | TextReader | None, Continuation | None]:
         """How the agent reads latents (None for a policy that never reads its model) and its continuation
         factor (None when guidance.eta = 0 or the agent writes its actions)."""
         wm, dm, cache = self.inputs.wm, self.inputs.dm, self.inputs.cache
@@ -104,10 +104,11 @@ class DiffusionWorld(World):
         if uses_model(policy):
             with costs.section("estimate/projector"):
                 llm = LLMPolicy(policy, f"family policy '{policy.name}'")
-                if self.ablation.projector:
+                if self.ablation.reader == "projector":
                     reader = self.inputs.projector(policy, llm)
                 else:
-                    reader = NearestTextReader(wm, llm, cache, self.own.write_cache_mb)
+                    kind = DecodedTextReader if self.ablation.reader == "decoded" else NearestTextReader
+                    reader = kind(wm, llm, cache, self.own.write_cache_mb)
         continuation = None
         if self.guidance.eta > 0 and not agent_writes(wm, policy, self.own):
             with costs.section("estimate/tail_value"):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adwm.guidance.config import TailConfig
-from adwm.models.world_model.config import RolloutHeadsConfig
+from adwm.models.world_model.config import DecoderFitConfig, RolloutHeadsConfig
 from adwm.policies.config import PolicyConfig, TinyModelConfig
 from adwm.runtime.checks import at_least, in_range, require, safe_name
 from adwm.runtime.devices import check_device
@@ -78,6 +78,7 @@ class FitConfig:
     # after training: reward and termination heads refitted on open-loop replays of the logged episodes,
     # i.e. on sampled latents and histories as simulation gives them (models/world_model/replay.py)
     rollout_heads: RolloutHeadsConfig = field(default_factory=RolloutHeadsConfig)
+    decoder: DecoderFitConfig = field(default_factory=DecoderFitConfig)  # the text decoder, after the fit
 
     def __post_init__(self) -> None:
         for key in ("max_steps", "encoder_steps"):

@@ -4,7 +4,7 @@ The log (`data.log`, the documented episode schema) may carry no behaviour log-p
 admissible lists (agents that write free-form commands). The world model is fitted on it (or reused when
 fitted with the same settings), then each agent of `evaluate_log.agents` (a local folder saved with
 `save_pretrained`, a `.gguf` file, or a Hugging Face name when `hub=true`) gets its simulated rollouts
-(and its projector with `ablation.projector=true`). Calibration needs the behaviour agents and is off; ground truth is not needed.
+(and its projector with `ablation.reader=projector`). Calibration needs the behaviour agents and is off; ground truth is not needed.
 Estimates accumulate in one file: a second run with other agents adds its entries, none is overwritten.
 """
 

@@ -15,7 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from adwm.data.datamodule import TrajectoryDataModule
 from adwm.envs.registry import state_key
+from adwm.models.text_decoder import build_vocabulary
 from adwm.models.world_model import PROPOSALS, WorldModelModule
+from adwm.models.world_model.decoder_fit import fit_text_decoder
 from adwm.models.world_model.diagnostics import set_metrics
 from adwm.models.world_model.replay import refit_transition_heads
 from adwm.runtime.atomic import atomic_write_json, exclusive
@@ -185,8 +187,15 @@ def _module_to_train(
     started_record(run_dir).save(settings)
     encoder = OmegaConf.to_object(cfg.encoder)
     encoder.trainable = encoder.trainable and cfg.ablation.joint_encoder  # the frozen-encoder ablation
-    world_model = asdict(OmegaConf.to_object(cfg.world_model))
-    return WorldModelModule(asdict(encoder), world_model, dm.cfg.history, dm.actions, texts=dm.observations), None
+    world_model = OmegaConf.to_object(cfg.world_model)
+    # the decoder writes the pieces of the training split's observations (held-out ones may hold others)
+    train_texts = [s.observation for ep in dm.train_episodes for s in ep.steps]
+    train_texts += [ep.final_observation for ep in dm.train_episodes]
+    vocab = build_vocabulary(train_texts, world_model.decoder.max_vocab)
+    module = WorldModelModule(
+        asdict(encoder), asdict(world_model), dm.cfg.history, dm.actions, texts=dm.observations, decoder_vocab=vocab
+    )
+    return module, None
 
 
 def _trainer(cfg: DictConfig, fcfg: FitConfig, module, dm, last: Path, evaluator):
@@ -238,6 +247,9 @@ def _finish(cfg: DictConfig, fcfg: FitConfig, module: WorldModelModule, dm: Traj
     if fcfg.rollout_heads.enabled:
         module.eval()
         metrics.update(refit_transition_heads(module, dm, fcfg.rollout_heads, cfg.env.gamma, cfg.seed))
+    if module.text_decoder is not None:
+        module.eval()
+        metrics.update(fit_text_decoder(module, dm, fcfg.decoder, cfg.seed))
     if fcfg.fidelity_episodes > 0 and module.proposal_bank is not None and dm.val_episodes:
         module.eval()
         held = dm.val_episodes[: fcfg.fidelity_episodes]

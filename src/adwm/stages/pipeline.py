@@ -1,5 +1,5 @@
 """The main job: agents -> behaviour logs -> ground truth -> world model -> J_hat (projectors first with
-`ablation.projector=true`) -> baselines -> summary.
+`ablation.reader=projector`) -> baselines -> summary.
 
 Each stage skips what an earlier run already finished (trained agents, logged
 episodes, measured policies), so an interrupted quickstart resumes.

@@ -5,8 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from adwm.diffusion.config import DenoiserConfig, SamplerConfig
+from adwm.runtime.checks import at_least
 
 PROPOSALS = ("head", "retrieval")  # candidate-action proposal: the learned head, or nearest logged state
+
+
+@dataclass
+class TextDecoderConfig:
+    """`world_model.decoder`: the decoder's size and vocabulary (trained after the fit: `fit.decoder`)."""
+
+    enabled: bool = True
+    hidden: int = 256
+    d_embed: int = 32  # of each piece of left context
+    context: int = 4  # pieces of left context besides the latent
+    max_pieces: int = 128  # longest decoded text in pieces (a longer observation is cut: it cannot round-trip)
+    max_vocab: int = 8192  # most frequent pieces of the training observations; the rest are `unknown`
+
+    def __post_init__(self) -> None:
+        at_least(self, "world_model.decoder", 1, ("hidden", "d_embed", "context", "max_pieces", "max_vocab"))
 
 
 @dataclass
@@ -45,6 +61,7 @@ class WorldModelConfig:
     proposal: str = "head"  # head: learned, nearest-logged-state retrieval where it proposes nothing | retrieval
     denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    decoder: TextDecoderConfig = field(default_factory=TextDecoderConfig)  # z -> observation text
 
     def __post_init__(self) -> None:
         if self.proposal not in PROPOSALS:
@@ -75,7 +92,22 @@ def world_model_config(d: dict) -> WorldModelConfig:
     d = dict(d)
     d["denoiser"] = DenoiserConfig(**d.get("denoiser", {}))
     d["sampler"] = SamplerConfig(**d.get("sampler", {}))
+    d["decoder"] = TextDecoderConfig(**d.get("decoder", {}))
     return WorldModelConfig(**d)
+
+
+@dataclass
+class DecoderFitConfig:
+    """`fit.decoder`: training of the text decoder after the fit (models/world_model/decoder_fit.py)."""
+
+    steps: int = 1500
+    batch_size: int = 128
+    lr: float = 1e-3
+    sampled: bool = True  # also the model's own samples of next latents (open-loop replays), not only encodings
+    passes: int = 1  # replays of every training episode for the sampled rows (fresh noise each)
+
+    def __post_init__(self) -> None:
+        at_least(self, "fit.decoder", 1, ("steps", "batch_size", "passes"))
 
 
 @dataclass

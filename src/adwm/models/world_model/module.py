@@ -24,6 +24,7 @@ from adwm.models.action_encoder import ActionEncoder
 from adwm.models.heads import Heads
 from adwm.models.history import HistoryEncoder
 from adwm.models.proposal_bank import ProposalBank
+from adwm.models.text_decoder import TextDecoder
 from adwm.models.token_decoder import TokenDecoder
 from adwm.models.world_model.candidates import CandidatesMixin
 from adwm.models.world_model.config import PROPOSALS, WorldModelConfig, world_model_config
@@ -46,6 +47,7 @@ class WorldModelModule(LatentsMixin, CandidatesMixin, L.LightningModule):
         actions: list[str],
         texts: list[str] | None = None,
         tokenizer_json: str | None = None,
+        decoder_vocab: dict | None = None,
     ) -> None:
         super().__init__()
         enc_cfg = EncoderConfig(**encoder)
@@ -62,6 +64,7 @@ class WorldModelModule(LatentsMixin, CandidatesMixin, L.LightningModule):
                 "window": window,
                 "actions": self.actions,
                 "tokenizer_json": tokenizer_json,
+                "decoder_vocab": decoder_vocab,
             }
         )
         self.target_encoder = copy.deepcopy(self.encoder).requires_grad_(False)
@@ -74,6 +77,13 @@ class WorldModelModule(LatentsMixin, CandidatesMixin, L.LightningModule):
         self.token_decoder = TokenDecoder(n * d, min(len(self.encoder.tokenizer), wm.token_classes), wm.token_context)
         self._ids: dict[str, torch.Tensor] = {}  # token ids per observation text, for the token decoder
         self.sampler = DiffusionSampler(wm.sampler)
+        # the text decoder (None without a vocabulary: a model made before it existed, or one built by hand);
+        # drawn from its own seed, so adding it leaves every other weight of a seeded fit as it was
+        self.text_decoder: TextDecoder | None = None
+        if decoder_vocab is not None and wm.decoder.enabled:
+            with torch.random.fork_rng():
+                torch.manual_seed(len(decoder_vocab["pieces"]))
+                self.text_decoder = TextDecoder(wm.decoder, decoder_vocab["pieces"], n * d, decoder_vocab["length"])
         self.register_buffer(
             "abar", self.sampler.abar, persistent=False
         )  # the sampler's schedule, moved with the module
@@ -128,6 +138,16 @@ class WorldModelModule(LatentsMixin, CandidatesMixin, L.LightningModule):
 
     def eps(self, z_t: torch.Tensor, t: torch.Tensor, c: torch.Tensor, a: torch.Tensor | None) -> torch.Tensor:
         return to_x0_eps(z_t, self.denoise(z_t, t, c, a), self.abar[t], self.cfg.prediction)[1]
+
+    @torch.no_grad()
+    def decode_text(self, z: torch.Tensor) -> list[str]:
+        """The observation text of each latent (B, L, d), written by the text decoder (`fit.decoder` trains it)."""
+        if self.text_decoder is None:
+            raise RuntimeError(
+                "ablation.reader=decoded: this world model has no text decoder (fitted with "
+                "world_model.decoder.enabled=false or before decoders existed); fit it again"
+            )
+        return self.text_decoder.decode(z)
 
     @torch.no_grad()
     def sample_next(self, c: torch.Tensor, a: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:

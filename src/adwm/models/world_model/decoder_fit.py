@@ -1,0 +1,73 @@
+"""The text decoder trained after the fit, on the latents it will read in simulation.
+
+Two kinds of rows, each paired with the true observation text:
+- the encoded training observations (reconstruction: a logged state reads back as itself);
+- the diffusion model's own samples of next latents, from open-loop replays of the training episodes with
+  their logged actions and no snapping (models/world_model/replay.py), so from the second step on the
+  history is made of samples too, as in a rollout; the target is the logged next observation.
+The encoder and the dynamics stay as fitted. Held-out figures (`decoder/...`): the share of held-out
+observations whose encoded latent decodes to exactly their text, and of held-out replayed steps whose
+sample decodes to exactly the logged next observation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from adwm.data.datamodule import TrajectoryDataModule
+from adwm.models.world_model.config import DecoderFitConfig
+from adwm.models.world_model.replay import episodes_of, replay_open_loop
+
+
+def _replayed_pairs(wm, dm: TrajectoryDataModule, episodes: list[list[dict]], gen, passes: int):
+    """(sampled next latents (N, L, d), the logged next observation of each) over `passes` replays."""
+    zs, texts = [], []
+    targets = [dm.observations[x["next_obs"]] for e in episodes for x in e]
+    for _ in range(passes):
+        data = replay_open_loop(wm, dm, episodes, gen)
+        starts = np.cumsum([0] + [len(e) for e in episodes])
+        rows = torch.from_numpy(starts[data.episode.numpy()]) + data.t  # replay rows come step by step
+        zs.append(data.z_next)
+        texts += [targets[int(r)] for r in rows]
+    return torch.cat(zs), texts
+
+
+def _exact(wm, z: torch.Tensor, texts: list[str], batch_size: int = 512) -> float:
+    decoded = [t for i in range(0, len(z), batch_size) for t in wm.text_decoder.decode(z[i : i + batch_size])]
+    return float(np.mean([a == b for a, b in zip(decoded, texts)])) if texts else float("nan")
+
+
+def fit_text_decoder(wm, dm: TrajectoryDataModule, cfg: DecoderFitConfig, seed: int) -> dict[str, float]:
+    """Trains `wm.text_decoder` (in place) -> `decoder/...` metrics."""
+    gen = torch.Generator().manual_seed(seed)
+    wm.eval()
+    decoder = wm.text_decoder
+    train_eps, val_eps = episodes_of(dm.train_items), episodes_of(dm.val_items)
+    seen = [dm.observations[o] for e in train_eps for x in e for o in (x["history_obs"][-1], x["next_obs"])]
+    logged = list(dict.fromkeys(seen))
+    z_logged = wm.encode(logged)
+    z_sampled, sampled = _replayed_pairs(wm, dm, train_eps, gen, cfg.passes) if cfg.sampled else (None, [])
+    z_all = z_logged if z_sampled is None else torch.cat([z_logged, z_sampled])
+    ids_all = decoder.ids(logged + sampled)
+    n = len(ids_all)
+    opt = torch.optim.AdamW(decoder.parameters(), lr=cfg.lr)
+    decoder.train()
+    loss = torch.zeros(())
+    with torch.enable_grad():
+        for _ in range(cfg.steps):
+            idx = torch.randint(0, n, (cfg.batch_size,), generator=gen)
+            loss = decoder.loss(z_all[idx], ids_all[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    decoder.eval()
+    metrics = {"decoder/loss": float(loss.detach()), "decoder/rows": float(n)}
+    metrics["decoder/train_roundtrip"] = _exact(wm, z_logged, logged)
+    held = [t for t in dict.fromkeys(dm.observations[x["history_obs"][-1]] for e in val_eps for x in e)]
+    if held:
+        metrics["decoder/val_roundtrip"] = _exact(wm, wm.encode(held), held)
+    if val_eps and cfg.sampled:
+        z_val, texts_val = _replayed_pairs(wm, dm, val_eps, gen, 1)
+        metrics["decoder/val_sampled_exact"] = _exact(wm, z_val, texts_val)
+    return metrics
