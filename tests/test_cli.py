@@ -188,8 +188,8 @@ def test_the_agents_read_text_by_default_and_the_projector_by_config(smoke_run, 
     assert len(list((tmp_path / "project").glob("*/projector.ckpt"))) == 3  # one per agent backbone
     text, soft = read_json(tmp_path / "text.json")["estimates"], read_json(tmp_path / "soft.json")["estimates"]
     for name in ("iter3_eps0", "iter3_eps1", "iter1"):
-        assert text[name]["settings"]["ablation"]["projector"] is False
-        assert soft[name]["settings"]["ablation"]["projector"] is True
+        assert text[name]["settings"]["ablation"]["reader"] == "logged"
+        assert soft[name]["settings"]["ablation"]["reader"] == "projector"
         assert math.isfinite(text[name]["J_hat_sim"]) and math.isfinite(soft[name]["J_hat_sim"])
     # continuation guidance (off by default) through the text reader: the tail value's gradient step
     assert main(["evaluate", *shared, "guidance.eta=1", f"evaluate.out={tmp_path}/tail.json"]) == 0
@@ -206,7 +206,7 @@ def test_the_agents_read_text_by_default_and_the_projector_by_config(smoke_run, 
     assert "guidance.continuation=full with guidance.method=gradient" in err and "ablation.reader=projector" in err
     assert not (tmp_path / "x.json").exists()
     # the default world has no continuation guidance: a named error, before any work; the projector switch
-    # (ablation.projector) moves to the learned world, where the agent reads latents
+    # (ablation.reader=projector) moves to the learned world, where the agent reads latents
     default = [o for o in shared if o != "evaluate.world=diffusion"]
     assert main(["evaluate", *default, "guidance.eta=1", f"evaluate.out={tmp_path}/y.json"]) == 2
     err = capsys.readouterr().err

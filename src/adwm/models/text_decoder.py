@@ -3,9 +3,10 @@
 Words are the log's own: a text is cut into its non-space runs, each with the whitespace before it, so
 joining the pieces gives the text back exactly; the vocabulary is the pieces of the training observations
 (`end` marks the end of the text, `unknown` a piece the log never showed, which no decoded text contains).
-The decoder is non-autoregressive: every position of the text is read from the latent at once, in one forward
-pass, so decoding a batch of states costs one pass, not one per word. A latent fixes its text (the encoder is
-deterministic), so the positions need no left-to-right dependence to agree.
+The decoder writes piece by piece (a GRU conditioned on the latent): a position-wise decoder that reads every
+position from the latent at once could not place the words of texts whose lengths vary (measured on builtin:
+no training observation read back exactly), and a fixed window of left context lost which of several
+similar sentences it was in.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ def build_vocabulary(texts: Sequence[str], max_vocab: int) -> dict:
 
 
 class TextDecoder(nn.Module):
-    """p(piece_p | the `context` pieces before it, position p, z): an MLP of the flat latent's embedding
-    (computed once per state), the left context's embeddings and the position's. What the local context
+    """p(piece_p | every piece before it, z): a GRU whose initial state is the flat latent's embedding and
+    whose input at each position is the previous piece with the latent's embedding. What the text so far
     already predicts costs the latent nothing; what it cannot (which room, what is open, what is carried)
-    must come from the latent. Greedy decoding takes one cheap pass per piece. `length`: the most pieces
+    must come from the latent. Greedy decoding takes one GRU step per piece. `length`: the most pieces
     decoded (the longest training text and its `end`, at most `cfg.max_pieces`)."""
 
     def __init__(self, cfg: TextDecoderConfig, vocabulary: list[str], d_latent_flat: int, length: int) -> None:
@@ -52,9 +53,7 @@ class TextDecoder(nn.Module):
         h, e = cfg.hidden, cfg.d_embed
         self.latent_in = nn.Sequential(nn.Linear(d_latent_flat, h), nn.GELU(), nn.Linear(h, h))
         self.embed = nn.Embedding(self.begin + 1, e)
-        self.context_in = nn.Linear(cfg.context * e, h)
-        self.positions = nn.Embedding(self.length, h)
-        self.body = nn.Sequential(nn.GELU(), nn.Linear(h, h), nn.GELU())
+        self.gru = nn.GRU(e + h, h, batch_first=True)
         self.out = nn.Linear(h, self.begin)
 
     def ids(self, texts: Sequence[str]) -> torch.Tensor:
@@ -65,18 +64,18 @@ class TextDecoder(nn.Module):
             out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
         return out
 
-    def _logits(self, latent: torch.Tensor, left: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """Logits (..., V + 2) from the latent embedding (B, 1 or T, h), left context ids (B, T, context) and
-        positions (T,)."""
-        x = latent + self.context_in(self.embed(left).flatten(-2)) + self.positions(pos)
-        return self.out(self.body(x))
+    def _step(self, latent: torch.Tensor, prev: torch.Tensor, state: torch.Tensor):
+        """Logits (B, T, V + 2) and the GRU state after the previous pieces `prev` (B, T)."""
+        x = torch.cat([self.embed(prev), latent.unsqueeze(1).expand(-1, prev.size(1), -1)], -1)
+        y, state = self.gru(x, state)
+        return self.out(y), state
 
     def loss(self, z: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Teacher-forced cross-entropy of every position up to and including the first `end`."""
-        k, (b, t) = self.cfg.context, ids.shape
-        padded = torch.cat([torch.full((b, k), self.begin, dtype=torch.long, device=ids.device), ids], 1)
-        left = padded.unfold(1, k, 1)[:, :t]  # (B, T, context): the k pieces before each position
-        logits = self._logits(self.latent_in(z.flatten(1)).unsqueeze(1), left, torch.arange(t, device=ids.device))
+        b, t = ids.shape
+        latent = self.latent_in(z.flatten(1))
+        prev = torch.cat([torch.full((b, 1), self.begin, dtype=torch.long, device=ids.device), ids[:, :-1]], 1)
+        logits, _ = self._step(latent, prev, latent.unsqueeze(0).contiguous())
         is_end = ids == END
         first_end = torch.where(is_end.any(1), is_end.float().argmax(1), torch.full_like(ids[:, 0], t - 1))
         keep = torch.arange(t, device=ids.device)[None] <= first_end[:, None]
@@ -85,18 +84,19 @@ class TextDecoder(nn.Module):
     @torch.no_grad()
     def decode(self, z: torch.Tensor) -> list[str]:
         """The greedy text of each latent (B, L, d), piece by piece until `end`; `unknown` is never written."""
-        b, k = z.size(0), self.cfg.context
+        b = z.size(0)
         latent = self.latent_in(z.flatten(1))
-        left = torch.full((b, k), self.begin, dtype=torch.long, device=z.device)
+        state = latent.unsqueeze(0).contiguous()
+        prev = torch.full((b, 1), self.begin, dtype=torch.long, device=z.device)
         written = torch.full((b, self.length), END, dtype=torch.long)
         alive = torch.ones(b, dtype=torch.bool)
         for p in range(self.length):
-            logits = self._logits(latent, left, torch.tensor(p, device=z.device))
-            logits[:, UNKNOWN] = float("-inf")
-            nxt = logits.argmax(-1)
+            logits, state = self._step(latent, prev, state)
+            logits[:, -1, UNKNOWN] = float("-inf")
+            nxt = logits[:, -1].argmax(-1)
             written[:, p] = torch.where(alive, nxt.cpu(), END)
             alive &= nxt.cpu() != END
             if not alive.any():
                 break
-            left = torch.cat([left[:, 1:], nxt[:, None]], 1)
+            prev = nxt[:, None]
         return ["".join(self.vocabulary[i - 2] for i in row if i != END) for row in written.tolist()]

@@ -16,13 +16,12 @@ class TextDecoderConfig:
 
     enabled: bool = True
     hidden: int = 256
-    d_embed: int = 32  # of each piece of left context
-    context: int = 4  # pieces of left context besides the latent
+    d_embed: int = 32  # of each piece the GRU reads
     max_pieces: int = 128  # longest decoded text in pieces (a longer observation is cut: it cannot round-trip)
     max_vocab: int = 8192  # most frequent pieces of the training observations; the rest are `unknown`
 
     def __post_init__(self) -> None:
-        at_least(self, "world_model.decoder", 1, ("hidden", "d_embed", "context", "max_pieces", "max_vocab"))
+        at_least(self, "world_model.decoder", 1, ("hidden", "d_embed", "max_pieces", "max_vocab"))
 
 
 @dataclass
