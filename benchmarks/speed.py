@@ -4,7 +4,9 @@
 
 * builtin env: microseconds per step under a uniform agent, milliseconds per reset (incl. the solver);
 * agent scoring: milliseconds per state for a batch of 64 states, default tiny-agent size (random init);
-* behaviour cloning: supervised examples per second of one optimiser step, batch 32.
+* behaviour cloning: supervised examples per second of one optimiser step, batch 32;
+* text decoder (world_model.decoder, default size, a builtin-sized vocabulary of 150 pieces and texts of 70):
+  seconds per training step at fit.decoder.batch_size, milliseconds to decode a batch of 64 states.
 """
 
 from __future__ import annotations
@@ -91,6 +93,31 @@ def agent_speed(tmp: Path) -> dict:
     }
 
 
+def decoder_speed() -> dict:
+    from adwm.models.text_decoder import TextDecoder
+    from adwm.models.world_model.config import DecoderFitConfig, TextDecoderConfig
+
+    torch.manual_seed(0)
+    fit, n_latent_flat = DecoderFitConfig(), 4 * 32  # the default encoder's latent: 4 tokens of 32
+    decoder = TextDecoder(TextDecoderConfig(), [f" w{i}" for i in range(150)], n_latent_flat, 71)
+    ids, z = torch.randint(2, 152, (fit.batch_size, 71)), torch.randn(fit.batch_size, n_latent_flat)
+    opt = torch.optim.AdamW(decoder.parameters(), lr=fit.lr)
+    t, steps = time.perf_counter(), 10
+    for _ in range(steps):
+        loss = decoder.loss(z, ids)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    step_s = (time.perf_counter() - t) / steps
+    t = time.perf_counter()
+    decoder.decode(torch.randn(64, n_latent_flat))
+    return {
+        "train_step_s": round(step_s, 3),
+        "fit_decoder_s": round(step_s * fit.steps, 1),  # fit.decoder.steps of them, the replays aside
+        "decode_ms_batch64": round((time.perf_counter() - t) * 1e3, 1),
+    }
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         result = {
@@ -101,6 +128,7 @@ def main() -> None:
             },
             "builtin_env": env_speed(),
             "agent": agent_speed(Path(tmp)),
+            "text_decoder": decoder_speed(),
             "provenance": benchmark_stamp(),
         }
     out = Path(__file__).parent / "results" / "speed.json"

@@ -31,7 +31,10 @@ def _switches() -> dict[str, list[str]]:
         ("ablation.action_guidance=false", {"guidance.omega": 0.0}),
         ("ablation.continuation=true", {"guidance.eta": 1.0, "evaluate.world": "diffusion"}),
         ("ablation.reader=projector", {"ablation.reader": "projector", "evaluate.world": "diffusion"}),
-        ("ablation.reader=decoded", {"evaluate.diffusion.snap": False, "evaluate.world": "diffusion"}),
+        (
+            "ablation.reader=decoded",
+            {"evaluate.diffusion.snap": False, "evaluate.world": "diffusion", "world_model.decoder.enabled": True},
+        ),
         ("ablation.log_rewards=false", {"evaluate.guided_analogy.rewards": "heads"}),
         ("ablation.world=oracle", {"evaluate.world": "oracle"}),
         ("ablation.joint_encoder=false", {"ablation.joint_encoder": False}),

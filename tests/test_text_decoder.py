@@ -90,7 +90,8 @@ def test_on_a_world_that_follows_the_action_omega_zero_reads_worse(tmp_path):
     log = tmp_path / "lamp.jsonl"
     _toy_log(log)
     root = tmp_path / "runs"
-    overrides = ["experiment=smoke", "env=log", f"data.log={log}", f"run.root={root}", "fit.max_epochs=100"]
+    overrides = ["experiment=smoke", "env=log", f"data.log={log}", f"run.root={root}", "ablation.reader=decoded"]
+    overrides.append("fit.max_epochs=100")
     assert main(["fit", *overrides, "fit.max_steps=500", "fit.encoder_steps=200", "fit.decoder.steps=400"]) == 0
     wm = load_checkpoint(WorldModelModule, root / "fit" / "checkpoints" / "last.ckpt", "test")
     metrics = json.loads((root / "fit" / "metrics.json").read_text())["metrics"]

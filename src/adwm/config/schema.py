@@ -68,7 +68,8 @@ def ablation_settings(ablation, world: str) -> dict[str, object]:
         world = out["evaluate.world"] = ablation.world
     if (ablation.continuation or ablation.reader != "logged") and not world_spec(world).reads_latents:
         out["evaluate.world"] = "diffusion"
-    if ablation.reader == "decoded":
+    if ablation.reader == "decoded":  # the fit trains the decoder; simulation reads the unsnapped sample
+        out["world_model.decoder.enabled"] = True
         out["evaluate.diffusion.snap"] = False
     if not ablation.action_guidance:
         out["guidance.omega"] = 0.0

@@ -3,10 +3,9 @@
 Words are the log's own: a text is cut into its non-space runs, each with the whitespace before it, so
 joining the pieces gives the text back exactly; the vocabulary is the pieces of the training observations
 (`end` marks the end of the text, `unknown` a piece the log never showed, which no decoded text contains).
-The decoder writes piece by piece (a GRU conditioned on the latent): a position-wise decoder that reads every
-position from the latent at once could not place the words of texts whose lengths vary (measured on builtin:
-no training observation read back exactly), and a fixed window of left context lost which of several
-similar sentences it was in.
+The decoder writes piece by piece (a GRU conditioned on the latent), so each piece sees the whole text before
+it: where a word goes depends on how long the sentences before it were, and which of several similar sentences
+it is in.
 """
 
 from __future__ import annotations

@@ -205,7 +205,6 @@ def decoded_states(
         actions = [ep.steps[t].action if t < len(ep.steps) else "" for ep in episodes]
         a = wm.embed_actions(actions)
         c = window.context(wm)
-
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance)
         z_next = wm.sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
         if t + 1 in ks:

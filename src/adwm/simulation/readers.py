@@ -117,8 +117,7 @@ class DecodedTextReader(TextReader):
     (models/text_decoder.py)."""
 
     def __init__(self, world_model, policy: LLMPolicy, cache: dict | None = None, write_cache_mb: float = 256.0):
-        if getattr(world_model, "text_decoder", None) is None:
-            world_model.decode_text(torch.zeros(0))  # raises, naming the fix
+        world_model.require_text_decoder()
         super().__init__(world_model, policy, cache, write_cache_mb)
 
     def texts_of(self, z: torch.Tensor) -> list[str]:

@@ -191,7 +191,7 @@ def _module_to_train(
     # the decoder writes the pieces of the training split's observations (held-out ones may hold others)
     train_texts = [s.observation for ep in dm.train_episodes for s in ep.steps]
     train_texts += [ep.final_observation for ep in dm.train_episodes]
-    vocab = build_vocabulary(train_texts, world_model.decoder.max_vocab)
+    vocab = build_vocabulary(train_texts, world_model.decoder.max_vocab) if world_model.decoder.enabled else None
     module = WorldModelModule(
         asdict(encoder), asdict(world_model), dm.cfg.history, dm.actions, texts=dm.observations, decoder_vocab=vocab
     )

@@ -14,7 +14,9 @@ PROPOSALS = ("head", "retrieval")  # candidate-action proposal: the learned head
 class TextDecoderConfig:
     """`world_model.decoder`: the decoder's size and vocabulary (trained after the fit: `fit.decoder`)."""
 
-    enabled: bool = True
+    # on with ablation.reader=decoded; off otherwise: no other reader reads it, and its training lengthens
+    # every fit (benchmarks/speed.py: text_decoder)
+    enabled: bool = False
     hidden: int = 256
     d_embed: int = 32  # of each piece the GRU reads
     max_pieces: int = 128  # longest decoded text in pieces (a longer observation is cut: it cannot round-trip)

@@ -24,9 +24,9 @@ def _replayed_pairs(wm, dm: TrajectoryDataModule, episodes: list[list[dict]], ge
     """(sampled next latents (N, L, d), the logged next observation of each) over `passes` replays."""
     zs, texts = [], []
     targets = [dm.observations[x["next_obs"]] for e in episodes for x in e]
+    starts = np.cumsum([0] + [len(e) for e in episodes])  # each episode's first row in `targets`
     for _ in range(passes):
         data = replay_open_loop(wm, dm, episodes, gen)
-        starts = np.cumsum([0] + [len(e) for e in episodes])
         rows = torch.from_numpy(starts[data.episode.numpy()]) + data.t  # replay rows come step by step
         zs.append(data.z_next)
         texts += [targets[int(r)] for r in rows]
@@ -42,7 +42,7 @@ def fit_text_decoder(wm, dm: TrajectoryDataModule, cfg: DecoderFitConfig, seed: 
     """Trains `wm.text_decoder` (in place) -> `decoder/...` metrics."""
     gen = torch.Generator().manual_seed(seed)
     wm.eval()
-    decoder = wm.text_decoder
+    decoder = wm.require_text_decoder()
     train_eps, val_eps = episodes_of(dm.train_items), episodes_of(dm.val_items)
     seen = [dm.observations[o] for e in train_eps for x in e for o in (x["history_obs"][-1], x["next_obs"])]
     logged = list(dict.fromkeys(seen))
@@ -64,7 +64,7 @@ def fit_text_decoder(wm, dm: TrajectoryDataModule, cfg: DecoderFitConfig, seed: 
     decoder.eval()
     metrics = {"decoder/loss": float(loss.detach()), "decoder/rows": float(n)}
     metrics["decoder/train_roundtrip"] = _exact(wm, z_logged, logged)
-    held = [t for t in dict.fromkeys(dm.observations[x["history_obs"][-1]] for e in val_eps for x in e)]
+    held = list(dict.fromkeys(dm.observations[x["history_obs"][-1]] for e in val_eps for x in e))
     if held:
         metrics["decoder/val_roundtrip"] = _exact(wm, wm.encode(held), held)
     if val_eps and cfg.sampled:

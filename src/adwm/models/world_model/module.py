@@ -139,15 +139,19 @@ class WorldModelModule(LatentsMixin, CandidatesMixin, L.LightningModule):
     def eps(self, z_t: torch.Tensor, t: torch.Tensor, c: torch.Tensor, a: torch.Tensor | None) -> torch.Tensor:
         return to_x0_eps(z_t, self.denoise(z_t, t, c, a), self.abar[t], self.cfg.prediction)[1]
 
-    @torch.no_grad()
-    def decode_text(self, z: torch.Tensor) -> list[str]:
-        """The observation text of each latent (B, L, d), written by the text decoder (`fit.decoder` trains it)."""
+    def require_text_decoder(self) -> TextDecoder:
+        """The text decoder, or an error that names how to get one."""
         if self.text_decoder is None:
             raise RuntimeError(
                 "ablation.reader=decoded: this world model has no text decoder (fitted with "
-                "world_model.decoder.enabled=false or before decoders existed); fit it again"
+                "world_model.decoder.enabled=false, which ablation.reader=decoded sets true); fit it again"
             )
-        return self.text_decoder.decode(z)
+        return self.text_decoder
+
+    @torch.no_grad()
+    def decode_text(self, z: torch.Tensor) -> list[str]:
+        """The observation text of each latent (B, L, d), written by the text decoder (`fit.decoder` trains it)."""
+        return self.require_text_decoder().decode(z)
 
     @torch.no_grad()
     def sample_next(self, c: torch.Tensor, a: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
