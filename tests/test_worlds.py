@@ -125,8 +125,8 @@ def test_nearest_on_a_deterministic_log_replays_the_logged_return():
 
 
 def test_evaluate_in_each_world_by_config(smoke_run, tmp_path, one_thread):
-    """`adwm evaluate evaluate.world=...`: the oracle (no world model needed), the controls and the learned
-    model picking among the analogy world's proposals on one family; the oracle agrees with the ground truth of the smoke run's uniform agent."""
+    """`adwm evaluate evaluate.world=...`: the oracle (no world model needed), the controls, the learned
+    model picking among the analogy world's proposals and the token-by-token baseline on one family; the oracle agrees with the ground truth of the smoke run's uniform agent."""
     from adwm.cli import main
     from adwm.runtime.atomic import read_json
     from helpers import reads
@@ -134,9 +134,10 @@ def test_evaluate_in_each_world_by_config(smoke_run, tmp_path, one_thread):
     family = ["family.eps=[0.0,1.0]", "family.off_path=[]", "evaluate.calibration=none", "workers=1"]
     rollouts = ["evaluate.simulate.n_rollouts=200", "evaluate.simulate.horizon=0"]
     results = {}
-    for world in ("oracle", "nearest", "stay", "analogy", "guided_analogy"):
+    for world in ("oracle", "nearest", "stay", "analogy", "guided_analogy", "autoregressive"):
         out = tmp_path / f"{world}.json"
         args = ["evaluate", *reads(smoke_run), *family, *rollouts, f"evaluate.world={world}", f"evaluate.out={out}"]
+        args.append(f"evaluate.autoregressive.out={tmp_path / 'autoregressive'}")  # trained here, not in the run
         if world == "oracle":  # reads no world model: a missing one does not matter
             args.append(f"evaluate.world_model={tmp_path / 'none.ckpt'}")
             args.append(f"project.world_model={tmp_path / 'none.ckpt'}")

@@ -1,4 +1,4 @@
-"""The projector's config (light: no torch)."""
+"""The projector's and the autoregressive text world model's configs (light: no torch)."""
 
 from __future__ import annotations
 
@@ -38,3 +38,39 @@ class ProjectorConfig:
         for key in ("n_tokens", "hidden", "batch_size", "max_epochs"):
             if getattr(self, key) < 1:
                 raise ValueError(f"projector.{key}: expected >= 1, got {getattr(self, key)}")
+
+
+@dataclass
+class AutoregressiveConfig:
+    """`evaluate.autoregressive`: the token-by-token text world model of `evaluate.world=autoregressive`
+    (models/autoregressive.py), trained on the log's training split the first time a world needs it."""
+
+    out: str = "${run.fit}/autoregressive"  # its weights, record and fidelity metrics; reused while its settings hold
+    hidden: int = 256  # GRU state
+    d_embed: int = 64
+    layers: int = 1
+    max_vocab: int = 8192  # pieces kept by falling frequency; the rest read as `unknown`, which is never written
+    steps: int = 1500  # optimiser steps, each on batch_size lanes of `chunk` tokens (truncated backpropagation)
+    batch_size: int = 32
+    chunk: int = 256
+    lr: float = 2e-3
+    grad_clip: float = 1.0
+    # pieces drawn from the model's distribution at this temperature (0: the most likely); 1 simulates the
+    # distribution it was trained to fit
+    temperature: float = 1.0
+    max_pieces: int = 0  # the most pieces a written state may have; 0 = the longest training state's, plus 8
+
+    def __post_init__(self) -> None:
+        for key in ("hidden", "d_embed", "layers", "max_vocab", "steps", "batch_size", "chunk"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"evaluate.autoregressive.{key}: expected >= 1, got {getattr(self, key)}")
+        if not self.lr > 0:
+            raise ValueError(f"evaluate.autoregressive.lr: expected > 0, got {self.lr}")
+        if self.temperature < 0:
+            raise ValueError(
+                f"evaluate.autoregressive.temperature: expected >= 0 (0 = the most likely piece), got {self.temperature}"
+            )
+        if self.max_pieces < 0:
+            raise ValueError(
+                f"evaluate.autoregressive.max_pieces: expected >= 0 (0 = from the log), got {self.max_pieces}"
+            )

@@ -36,6 +36,9 @@ WORLDS = {
     "nearest": WorldSpec(False, False, True, "certainty equivalence on the log's transitions"),
     "stay": WorldSpec(False, False, True, "the state is kept; rewards and ends drawn as in `nearest`"),
     "analogy": WorldSpec(False, False, True, "the log's edits applied by analogy, picked by the log's frequencies"),
+    "autoregressive": WorldSpec(
+        False, False, True, "a causal language model of the log writes each next state token by token (a baseline)"
+    ),
 }
 
 

@@ -2,7 +2,8 @@
 world from what the evaluation loaded; `world.rollout(policy)` returns the policy's discounted returns;
 `world.settings()` says what those returns depend on beyond the rollouts' own settings.
 
-Each world's own settings are its config node (`evaluate.diffusion`, `evaluate.guided_analogy`), validated
+Each world's own settings are its config node (`evaluate.diffusion`, `evaluate.guided_analogy`,
+`evaluate.autoregressive`), validated
 when the node is built; `WORLDS` (simulation/config.py) says what the config needs to know of each world
 (learned or not, whether its agents read latents, whether it is a control) before any of them is built.
 """
@@ -19,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from adwm.envs.registry import make_env
 from adwm.guidance.continuation import Continuation, fit_tail_value
+from adwm.models.autoregressive_fit import max_state_pieces
 from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy
@@ -26,6 +28,7 @@ from adwm.policies.sampling import uses_model
 from adwm.runtime import costs
 from adwm.runtime.progress import bar
 from adwm.simulation.analogy import AnalogyWorld
+from adwm.simulation.autoregressive import AutoregressiveTextWorld, load_or_fit
 from adwm.simulation.config import WORLDS, world_spec
 from adwm.simulation.guided_analogy import rollout_guided_analogy
 from adwm.simulation.readers import DecodedTextReader, NearestTextReader, SoftTokenReader, TextReader
@@ -245,9 +248,40 @@ class GuidedAnalogyWorld(AnalogyTextWorld):
         return {**super().settings(cfg), "guided_analogy": own, "guidance": OmegaConf.to_container(cfg.guidance)}
 
 
+class AutoregressiveWorld(_TextWorld):
+    """A causal language model of the log writes each next state token by token
+    (simulation/autoregressive.py): the baseline of per-transition denoising, trained (or loaded) once
+    per world on the log's training split."""
+
+    name = "autoregressive"
+
+    def __init__(self, inputs: WorldInputs) -> None:
+        super().__init__(inputs)
+        self.own = OmegaConf.to_object(self.cfg.evaluate.autoregressive)
+        dm = inputs.dm
+        model = load_or_fit(self.own, dm.train_episodes, dm.val_episodes, self.seed)
+        longest = self.own.max_pieces or max_state_pieces(model, dm.train_episodes)
+        self.world = AutoregressiveTextWorld(model, self.own.temperature, longest)
+
+    def text_world(self) -> TextWorld:
+        return self.world
+
+    @classmethod
+    def settings(cls, cfg: DictConfig) -> dict:
+        return {**super().settings(cfg), "autoregressive": OmegaConf.to_container(cfg.evaluate.autoregressive)}
+
+
 WORLD_CLASSES: dict[str, type[World]] = {
     cls.name: cls
-    for cls in (DiffusionWorld, GuidedAnalogyWorld, OracleTextWorld, NearestWorld, StayWorld, AnalogyTextWorld)
+    for cls in (
+        DiffusionWorld,
+        GuidedAnalogyWorld,
+        OracleTextWorld,
+        NearestWorld,
+        StayWorld,
+        AnalogyTextWorld,
+        AutoregressiveWorld,
+    )
 }
 assert set(WORLD_CLASSES) == set(WORLDS), "simulation/config.py's WORLDS and the world classes must agree"
 

@@ -226,7 +226,8 @@ def rollout_world(
     """Discounted returns (n_rollouts,) of `policy` in `world` from logged starts drawn with replacement
     (the draw of `simulate`'s); one numpy generator a rollout draws its actions and the world's choices."""
     pick, rngs = drawn_starts(len(starts), n_rollouts, seed)
-    states = [world.start(starts[i]) for i in pick]
+    batched = hasattr(world, "step_batch")  # a world that advances every live rollout in one pass
+    states = world.start_batch([starts[i] for i in pick]) if batched else [world.start(starts[i]) for i in pick]
     alive = np.ones(n_rollouts, dtype=bool)
     returns = np.zeros(n_rollouts)
     try:
@@ -236,8 +237,12 @@ def rollout_world(
                 AgentState(states[i].task, states[i].observation, states[i].history, states[i].admissible) for i in live
             ]
             actions = policy.act(seen, [rngs[i] for i in live])
-            for i, action in zip(live, actions):
-                states[i], reward, done = world.step(states[i], action, rngs[i])
+            if batched:
+                outcomes = world.step_batch([states[i] for i in live], actions, [rngs[i] for i in live])
+            else:
+                outcomes = [world.step(states[i], a, rngs[i]) for i, a in zip(live, actions)]
+            for i, (state, reward, done) in zip(live, outcomes):
+                states[i] = state
                 returns[i] += gamma**t * reward
                 alive[i] = not done
             step(1)

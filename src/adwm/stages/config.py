@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adwm.guidance.config import TailConfig
+from adwm.models.config import AutoregressiveConfig
 from adwm.models.world_model.config import DecoderFitConfig, RolloutHeadsConfig
 from adwm.policies.config import PolicyConfig, TinyModelConfig
 from adwm.runtime.checks import at_least, in_range, require, safe_name
@@ -128,11 +129,13 @@ class EvaluateConfig:
     # GPU when present); each agent runs on its own `device` (policy.device)
     device: str = "cpu"
     # what the agent is rolled out in (simulation/registry.py): `diffusion` the learned world model, or
-    # `guided_analogy`, or one of the controls (`oracle`, `nearest`, `stay`, `analogy`); each environment's
+    # `guided_analogy`, or one of the controls (`oracle`, `nearest`, `stay`, `analogy`) or the token-by-token
+    # baseline (`autoregressive`); each environment's
     # default is its `env.world`
     world: str = "${env.world}"
     diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)  # evaluate.world=diffusion's settings
     guided_analogy: GuidedAnalogyConfig = field(default_factory=GuidedAnalogyConfig)  # ... =guided_analogy's
+    autoregressive: AutoregressiveConfig = field(default_factory=AutoregressiveConfig)  # ... =autoregressive's
 
     def __post_init__(self) -> None:
         check_calibration(self.calibration)
