@@ -118,6 +118,44 @@ def decoder_speed() -> dict:
     }
 
 
+def autoregressive_speed() -> dict:
+    """The autoregressive text world model at its default size: a training step on `batch_size` chunks of
+    `chunk` tokens, and writing one state of 80 pieces for 96 rollouts (the builtin's states hold 42 pieces
+    and a list of 34 on average)."""
+    import numpy as np
+
+    from adwm.models.autoregressive import AutoregressiveWorldModel
+    from adwm.models.config import AutoregressiveConfig
+
+    torch.manual_seed(0)
+    cfg = AutoregressiveConfig()
+    model = AutoregressiveWorldModel(cfg, [f" w{i}" for i in range(180)], [0.0, 0.5, 1.0])
+    tokens = torch.randint(9, 189, (cfg.batch_size, cfg.chunk + 1))
+    learn = torch.ones(cfg.batch_size, cfg.chunk, dtype=torch.bool)
+    none = torch.full((cfg.batch_size, cfg.chunk), -1)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    t, steps = time.perf_counter(), 10
+    for _ in range(steps):
+        y, _ = model(tokens[:, :-1], model.initial_state(cfg.batch_size))
+        loss = sum(model.losses(y, tokens[:, 1:], learn, none, none).values())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    step_s = (time.perf_counter() - t) / steps
+    model.eval()
+    model.banned[:] = True  # write exactly 80 pieces: only the first piece is allowed
+    model.banned[9] = False
+    rngs = [np.random.default_rng(k) for k in range(96)]
+    t = time.perf_counter()
+    model.write(model.initial_state(96), rngs, 1.0, 80)
+    return {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "train_step_s": round(step_s, 3),
+        "fit_s": round(step_s * cfg.steps, 1),
+        "write_state_ms_96_rollouts_80_pieces": round((time.perf_counter() - t) * 1e3, 1),
+    }
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         result = {
@@ -129,6 +167,7 @@ def main() -> None:
             "builtin_env": env_speed(),
             "agent": agent_speed(Path(tmp)),
             "text_decoder": decoder_speed(),
+            "autoregressive": autoregressive_speed(),
             "provenance": benchmark_stamp(),
         }
     out = Path(__file__).parent / "results" / "speed.json"
