@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_sequence
 
 from adwm.data.schema import Episode
 from adwm.models.config import AutoregressiveConfig
@@ -196,20 +197,11 @@ class AutoregressiveWorldModel(nn.Module):
     def read(self, state: torch.Tensor, blocks: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """The state after each row read its block (rows of different lengths), and the output (B, hidden) at
         each block's last token."""
-        b = len(blocks)
-        n = max(len(x) for x in blocks)
-        tokens = torch.full((b, n), PAD, dtype=torch.long)
-        for i, x in enumerate(blocks):
-            tokens[i, : len(x)] = torch.tensor(list(x), dtype=torch.long)
         lengths = torch.tensor([len(x) for x in blocks])
-        last = torch.zeros(b, self.cfg.hidden)
-        for p in range(n):
-            y, new = self.gru(self.embed(tokens[:, p : p + 1]), state)
-            keep = (lengths > p).view(1, b, 1)
-            state = torch.where(keep, new, state)
-            ends = lengths == p + 1
-            last[ends] = y[ends, 0]
-        return state, last
+        tokens = pad_sequence([torch.tensor(list(x)) for x in blocks], batch_first=True, padding_value=PAD)
+        packed = pack_padded_sequence(self.embed(tokens), lengths, batch_first=True, enforce_sorted=False)
+        _, state = self.gru(packed, state)  # each row stops at its own length
+        return state, state[-1]
 
     @torch.no_grad()
     def step_heads(self, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
