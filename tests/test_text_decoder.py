@@ -19,13 +19,14 @@ def test_pieces_join_back_to_the_text_exactly(text):
     assert "".join(pieces(text)) == text
 
 
-def _fit(decoder: TextDecoder, z: torch.Tensor, texts: list[str], steps: int) -> None:
+def _fit(decoder: TextDecoder, z: torch.Tensor, texts: list[str], steps: int, prev: list[str] | None = None) -> None:
     ids = decoder.ids(texts)
+    prev_ids = None if prev is None else decoder.ids(prev)
     opt = torch.optim.AdamW(decoder.parameters(), lr=3e-3)
     gen = torch.Generator().manual_seed(0)
     for _ in range(steps):
         idx = torch.randint(0, len(texts), (32,), generator=gen)
-        loss = decoder.loss(z[idx], ids[idx])
+        loss = decoder.loss(z[idx], ids[idx], None if prev_ids is None else prev_ids[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -44,6 +45,29 @@ def test_the_decoder_round_trips_the_texts_it_was_trained_on():
     assert decoder.decode(z) == texts
 
 
+def test_after_the_text_before_it_the_decoder_writes_a_state_it_never_saw():
+    """The latent names only what the action changed (what is carried); the room stays as the text before it
+    showed it. Trained on a quarter of the (room, thing) pairs, the decoder must copy the room from the previous
+    text to write the held-out pairs exactly; without the previous text it cannot know the room."""
+    rooms = ["hall", "kitchen", "garden", "attic", "cellar", "study", "porch", "loft"]
+    things = ["a key", "an apple", "nothing", "a lamp", "a coin", "a map", "a rope", "a cup"]
+    code = torch.randn(len(things), 2, 8, generator=torch.Generator().manual_seed(1))  # a latent a thing
+    def state(r, t):
+        return f"You are in the {rooms[r]}. You carry {things[t]}."
+    pairs = [(r, t) for r in range(len(rooms)) for t in range(len(things))]
+    train = [(r, t) for r, t in pairs if (r + t) % 4 == 0]  # 16 of 64 states
+    held = [(r, t) for r, t in pairs if (r + t) % 4 == 2]
+    prev = [state(r, (t + 1) % len(things)) for r, t in train]  # the state before: same room, another thing
+    vocab = build_vocabulary([state(r, t) for r, t in pairs], 100)
+    torch.manual_seed(0)
+    decoder = TextDecoder(TextDecoderConfig(hidden=64), vocab["pieces"], 16, vocab["length"])
+    _fit(decoder, code[[t for _, t in train]], [state(r, t) for r, t in train], 600, prev)
+    written = decoder.decode(code[[t for _, t in held]], [state(r, (t + 3) % len(things)) for r, t in held])
+    assert np.mean([w == state(r, t) for w, (r, t) in zip(written, held)]) >= 0.9
+    alone = decoder.decode(code[[t for _, t in held]])  # no text before: the room is a guess
+    assert np.mean([w == state(r, t) for w, (r, t) in zip(alone, held)]) <= 0.5
+
+
 def test_an_unknown_piece_is_never_written_and_a_long_text_is_cut():
     vocab = build_vocabulary(["a b c"], 10)
     decoder = TextDecoder(TextDecoderConfig(hidden=16), vocab["pieces"], 4, 3)
@@ -52,7 +76,9 @@ def test_an_unknown_piece_is_never_written_and_a_long_text_is_cut():
     with torch.no_grad():
         decoder.out.bias.zero_()
         decoder.out.bias[UNKNOWN] = 100.0  # the most likely piece everywhere is `unknown`
+        decoder.gate.bias.fill_(-100.0)  # and with a text before, every piece is copied from it
     assert all("zebra" not in t for t in decoder.decode(torch.randn(4, 1, 4)))
+    assert all("zebra" not in t for t in decoder.decode(torch.randn(2, 1, 4), ["a zebra", "zebra zebra"]))
 
 
 def test_a_bad_decoder_size_names_its_key():

@@ -15,8 +15,11 @@ from adwm.simulation.readers import LatentReader
 from adwm.simulation.starts import Start
 
 
-def chosen_actions(wm: WorldModel, policy: PolicyConfig, reader, z, tasks, cand, live, gen) -> torch.Tensor:
-    """The vocabulary index (B,) of the action the agent picks among each live state's candidates.
+def chosen_actions(
+    wm: WorldModel, policy: PolicyConfig, reader, z, tasks, cand, live, gen, texts: list[str] | None = None
+) -> torch.Tensor:
+    """The vocabulary index (B,) of the action the agent picks among each live state's candidates (`texts`:
+    each state's text where the simulator keeps one).
 
     The eps mixture (1 - eps) pi + eps uniform is drawn in two stages: a coin per rollout picks the branch,
     and the agent reads only the states whose coin chose it (the same distribution as drawing from the
@@ -30,8 +33,10 @@ def chosen_actions(wm: WorldModel, policy: PolicyConfig, reader, z, tasks, cand,
         reading = list(range(len(live)))
     scores = {}
     if reading:
-        texts = [[wm.actions[j] for j in ids[k].tolist()] for k in reading]
-        read = reader.scores(z[[live[k] for k in reading]], [tasks[live[k]] for k in reading], texts)
+        options = [[wm.actions[j] for j in ids[k].tolist()] for k in reading]
+        rows = [live[k] for k in reading]
+        kept = {} if texts is None else {"texts": [texts[i] for i in rows]}  # only a reader that keeps texts
+        read = reader.scores(z[rows], [tasks[i] for i in rows], options, **kept)
         scores = dict(zip(reading, read))
     agent = replace(policy, eps=0.0)
     choice = torch.zeros(len(tasks), dtype=torch.long)
@@ -44,7 +49,9 @@ def chosen_actions(wm: WorldModel, policy: PolicyConfig, reader, z, tasks, cand,
     return choice
 
 
-def written_actions(wm: WorldModel, policy: PolicyConfig, reader: LatentReader | None, z, tasks, rngs) -> list[str]:
+def written_actions(
+    wm: WorldModel, policy: PolicyConfig, reader: LatentReader | None, z, tasks, rngs, texts: list[str] | None = None
+) -> list[str]:
     """The actions the agent writes in latent states z: its own text where it reads the state; for a uniform
     policy and for the eps share, a logged action drawn uniformly from the nearest logged state's list
     (`evaluate.diffusion.agents_write` in a log with lists) or from the whole vocabulary (a free-form log, or
@@ -53,7 +60,8 @@ def written_actions(wm: WorldModel, policy: PolicyConfig, reader: LatentReader |
     random = [reader is None or r.random() < policy.eps for r in rngs]
     reading = [i for i, u in enumerate(random) if not u]
     if reading:
-        for i, text in zip(reading, reader.write(z[reading], [tasks[i] for i in reading], [rngs[i] for i in reading])):
+        kept = {} if texts is None else {"texts": [texts[i] for i in reading]}
+        for i, text in zip(reading, reader.write(z[reading], [tasks[i] for i in reading], [rngs[i] for i in reading], **kept)):
             out[i] = text
     drawn = [i for i, u in enumerate(random) if u]
     lists = wm.propose(z[drawn], "retrieval").cpu() if drawn and not wm.free_form else None

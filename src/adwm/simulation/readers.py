@@ -19,10 +19,15 @@ from adwm.runtime import costs
 
 
 class LatentReader(Protocol):
-    def scores(self, z: torch.Tensor, tasks: list[str], candidates: list[list[str]]) -> list[torch.Tensor]:
-        """Summed token log-likelihood of each candidate for the agent in latent state z (B, L, d)."""
+    def scores(
+        self, z: torch.Tensor, tasks: list[str], candidates: list[list[str]], texts: list[str] | None = None
+    ) -> list[torch.Tensor]:
+        """Summed token log-likelihood of each candidate for the agent in latent state z (B, L, d); `texts`:
+        the state's text where the simulator keeps one (`DecodedTextReader.next_texts`), else None."""
 
-    def write(self, z: torch.Tensor, tasks: list[str], rngs: Sequence[np.random.Generator]) -> list[str]:
+    def write(
+        self, z: torch.Tensor, tasks: list[str], rngs: Sequence[np.random.Generator], texts: list[str] | None = None
+    ) -> list[str]:
         """The action the agent writes in latent state z (B, L, d) (free-form logs), one generator a state."""
 
 
@@ -32,10 +37,10 @@ class SoftTokenReader:
     def __init__(self, projector) -> None:
         self.projector = projector
 
-    def scores(self, z: torch.Tensor, tasks: list[str], candidates: list[list[str]]) -> list[torch.Tensor]:
+    def scores(self, z, tasks, candidates, texts=None) -> list[torch.Tensor]:
         return self.projector.soft_scores(z, tasks, candidates)
 
-    def write(self, z: torch.Tensor, tasks: list[str], rngs: Sequence[np.random.Generator]) -> list[str]:
+    def write(self, z, tasks, rngs, texts=None) -> list[str]:
         return self.projector.write(z, tasks, rngs)
 
 
@@ -70,8 +75,8 @@ class TextReader:
         raise NotImplementedError
 
     @torch.no_grad()
-    def scores(self, z: torch.Tensor, tasks: list[str], candidates: list[list[str]]) -> list[torch.Tensor]:
-        read = self.texts_of(z)
+    def scores(self, z, tasks, candidates, texts=None) -> list[torch.Tensor]:
+        read = self.texts_of(z) if texts is None else texts
         known = [self.cache.setdefault((t, o), {}) for t, o in zip(tasks, read)]
         missing = {}  # (task, text) -> actions not scored yet, in first-seen order
         for t, i, c, k in zip(tasks, read, candidates, known):
@@ -88,9 +93,9 @@ class TextReader:
         return [torch.tensor([k[a] for a in c], dtype=torch.float32) for c, k in zip(candidates, known)]
 
     @torch.no_grad()
-    def write(self, z: torch.Tensor, tasks: list[str], rngs: Sequence[np.random.Generator]) -> list[str]:
+    def write(self, z, tasks, rngs, texts=None) -> list[str]:
         prompts = []
-        for t, o in zip(tasks, self.texts_of(z)):  # a text's prompt is tokenised once
+        for t, o in zip(tasks, self.texts_of(z) if texts is None else texts):  # a text's prompt is tokenised once
             if (t, o) not in self.prompts:
                 self.prompts[t, o] = self.policy.prompt_ids(AgentState(t, o, [], None))
             prompts.append(self.prompts[t, o])
@@ -114,7 +119,11 @@ class NearestTextReader(TextReader):
 
 class DecodedTextReader(TextReader):
     """`ablation.reader=decoded`: the text the world model's decoder writes for the latent
-    (models/text_decoder.py)."""
+    (models/text_decoder.py). In a rollout the simulator keeps each state's text: the first is the logged
+    start, each next one is written by `next_texts` after the text read before (what stays the same is copied
+    from it); `texts_of` (a latent with no text before it, as continuation guidance scores) decodes alone."""
+
+    keeps_texts = True
 
     def __init__(self, world_model, policy: LLMPolicy, cache: dict | None = None, write_cache_mb: float = 256.0):
         world_model.require_text_decoder()
@@ -123,3 +132,8 @@ class DecodedTextReader(TextReader):
     def texts_of(self, z: torch.Tensor) -> list[str]:
         with costs.section("reader/decode"):
             return self.world_model.decode_text(z)
+
+    def next_texts(self, z_next: torch.Tensor, prev: list[str]) -> list[str]:
+        """The text of each next latent (B, L, d) after the text `prev` its rollout read before."""
+        with costs.section("reader/decode"):
+            return self.world_model.decode_text(z_next, prev)

@@ -173,6 +173,9 @@ def _rollout_batch(
         cand = None if rngs is not None else first_candidates(wm, z, starts, cfg.max_candidates)
         # the task stays in the history for the whole rollout
         window = Window.start(z, wm.encode(tasks), wm.hparams.window, vocab.size(1))
+    # a reader whose world model writes each state's text (ablation.reader=decoded) reads the logged start,
+    # then what the decoder writes after the text read before
+    texts = [s.observation for s in starts] if getattr(reader, "keeps_texts", False) else None
     alive = torch.ones(b, dtype=torch.bool)
     ret = torch.zeros(b, dtype=torch.float64)
     paid = torch.zeros(b, len(wm.actions), dtype=torch.bool) if cfg.pay_once else None  # actions that paid
@@ -186,14 +189,15 @@ def _rollout_batch(
         live = torch.nonzero(alive).flatten().tolist()
         with costs.section("simulate/choose"):
             if cand is None:
-                texts = [tasks[i] for i in live]
-                written = written_actions(wm, policy, reader, z[live], texts, [rngs[i] for i in live])
+                read = None if texts is None else [texts[i] for i in live]
+                prompts = [tasks[i] for i in live]
+                written = written_actions(wm, policy, reader, z[live], prompts, [rngs[i] for i in live], read)
                 a = torch.zeros(b, vocab.size(1), device=z.device)
                 a[live] = wm.embed_actions(written)
                 ids = torch.full((b,), -1, dtype=torch.long)
                 ids[live] = action_ids(wm.actions, written)
             else:
-                ids = chosen_actions(wm, policy, reader, z, tasks, cand, live, gen)  # (B,) vocabulary indices
+                ids = chosen_actions(wm, policy, reader, z, tasks, cand, live, gen, texts)  # (B,) vocabulary indices
                 a = vocab[ids]  # (B, d_a)
         # (2) guided denoising of z_{t+1}: Theorem 1's tilt by importance resampling, or the gradient step
         tilt = continuation is not None and bool(guided) and cand is not None
@@ -226,6 +230,10 @@ def _rollout_batch(
         if cand is not None:
             with costs.section("simulate/retrieval"):
                 cand = next_candidates(wm, z_next, c, a, cand, cfg.max_candidates, cfg.candidates, gen)
+        if texts is not None:  # the next texts of the rollouts that go on
+            rows = torch.nonzero(alive).flatten().tolist()
+            for i, text in zip(rows, reader.next_texts(z_next[rows], [texts[i] for i in rows])):
+                texts[i] = text
         window = window.shifted(z_next, a)
         z = z_next
     return ret.numpy()

@@ -1,13 +1,18 @@
 """The text decoder trained after the fit, on the latents it will read in simulation.
 
-Two kinds of rows, each paired with the true observation text:
-- the encoded training observations (reconstruction: a logged state reads back as itself);
+Three kinds of rows, each paired with the true observation text; the decoder reads the previous observation
+as well as the latent (models/text_decoder.py), and learns to write without one too:
+- the encoded training observations with no previous text (reconstruction: a logged state reads back as
+  itself, as a rollout's first state or a reader without a history does);
+- the encoded next observation of each logged transition, after its logged observation;
 - the diffusion model's own samples of next latents, from open-loop replays of the training episodes with
   their logged actions and no snapping (models/world_model/replay.py), so from the second step on the
-  history is made of samples too, as in a rollout; the target is the logged next observation.
-The encoder and the dynamics stay as fitted. Held-out figures (`decoder/...`): the share of held-out
-observations whose encoded latent decodes to exactly their text, and of held-out replayed steps whose
-sample decodes to exactly the logged next observation.
+  history is made of samples too, as in a rollout; after the logged observation, the target is the logged
+  next one.
+The encoder and the dynamics stay as fitted. Figures (`decoder/...`): the share of observations whose encoded
+latent decodes to exactly their text with no previous text (`train_roundtrip`, `val_roundtrip`), of held-out
+transitions whose encoded next latent decodes after the logged observation to exactly the next one
+(`val_next_exact`), and of held-out replayed steps whose sample does (`val_sampled_exact`).
 """
 
 from __future__ import annotations
@@ -21,21 +26,33 @@ from adwm.models.world_model.replay import episodes_of, replay_open_loop
 
 
 def _replayed_pairs(wm, dm: TrajectoryDataModule, episodes: list[list[dict]], gen, passes: int):
-    """(sampled next latents (N, L, d), the logged next observation of each) over `passes` replays."""
-    zs, texts = [], []
+    """(sampled next latents (N, L, d), the logged next observation of each, the logged observation before
+    it) over `passes` replays."""
+    zs, texts, before = [], [], []
     targets = [dm.observations[x["next_obs"]] for e in episodes for x in e]
+    previous = [dm.observations[x["history_obs"][-1]] for e in episodes for x in e]
     starts = np.cumsum([0] + [len(e) for e in episodes])  # each episode's first row in `targets`
     for _ in range(passes):
         data = replay_open_loop(wm, dm, episodes, gen)
         rows = torch.from_numpy(starts[data.episode.numpy()]) + data.t  # replay rows come step by step
         zs.append(data.z_next)
         texts += [targets[int(r)] for r in rows]
-    return torch.cat(zs), texts
+        before += [previous[int(r)] for r in rows]
+    return torch.cat(zs), texts, before
 
 
-def _exact(wm, z: torch.Tensor, texts: list[str], batch_size: int = 512) -> float:
-    decoded = [t for i in range(0, len(z), batch_size) for t in wm.text_decoder.decode(z[i : i + batch_size])]
+def _exact(wm, z: torch.Tensor, texts: list[str], prev: list[str] | None = None, batch_size: int = 512) -> float:
+    """The share of latents `z` that decode (after `prev`, None: no previous text) to exactly `texts`."""
+    decoded = []
+    for i in range(0, len(z), batch_size):
+        decoded += wm.text_decoder.decode(z[i : i + batch_size], None if prev is None else prev[i : i + batch_size])
     return float(np.mean([a == b for a, b in zip(decoded, texts)])) if texts else float("nan")
+
+
+def _transitions(dm: TrajectoryDataModule, episodes: list[list[dict]]) -> tuple[list[str], list[str]]:
+    """The distinct logged (observation, next observation) pairs of `episodes`, as two lists."""
+    pairs = dict.fromkeys((dm.observations[x["history_obs"][-1]], dm.observations[x["next_obs"]]) for e in episodes for x in e)
+    return [a for a, _ in pairs], [b for _, b in pairs]
 
 
 def fit_text_decoder(wm, dm: TrajectoryDataModule, cfg: DecoderFitConfig, seed: int) -> dict[str, float]:
@@ -47,9 +64,14 @@ def fit_text_decoder(wm, dm: TrajectoryDataModule, cfg: DecoderFitConfig, seed: 
     seen = [dm.observations[o] for e in train_eps for x in e for o in (x["history_obs"][-1], x["next_obs"])]
     logged = list(dict.fromkeys(seen))
     z_logged = wm.encode(logged)
-    z_sampled, sampled = _replayed_pairs(wm, dm, train_eps, gen, cfg.passes) if cfg.sampled else (None, [])
-    z_all = z_logged if z_sampled is None else torch.cat([z_logged, z_sampled])
-    ids_all = decoder.ids(logged + sampled)
+    before, after = _transitions(dm, train_eps)
+    z_after = wm.encode(after)
+    z_sampled, sampled, sampled_before = (
+        _replayed_pairs(wm, dm, train_eps, gen, cfg.passes) if cfg.sampled else (z_after[:0], [], [])
+    )
+    z_all = torch.cat([z_logged, z_after, z_sampled])
+    ids_all = decoder.ids(logged + after + sampled)
+    prev_all = decoder.ids([""] * len(logged) + before + sampled_before)
     n = len(ids_all)
     opt = torch.optim.AdamW(decoder.parameters(), lr=cfg.lr)
     decoder.train()
@@ -57,7 +79,7 @@ def fit_text_decoder(wm, dm: TrajectoryDataModule, cfg: DecoderFitConfig, seed: 
     with torch.enable_grad():
         for _ in range(cfg.steps):
             idx = torch.randint(0, n, (cfg.batch_size,), generator=gen)
-            loss = decoder.loss(z_all[idx], ids_all[idx])
+            loss = decoder.loss(z_all[idx], ids_all[idx], prev_all[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -67,7 +89,10 @@ def fit_text_decoder(wm, dm: TrajectoryDataModule, cfg: DecoderFitConfig, seed: 
     held = list(dict.fromkeys(dm.observations[x["history_obs"][-1]] for e in val_eps for x in e))
     if held:
         metrics["decoder/val_roundtrip"] = _exact(wm, wm.encode(held), held)
+    if val_eps:
+        before_val, after_val = _transitions(dm, val_eps)
+        metrics["decoder/val_next_exact"] = _exact(wm, wm.encode(after_val), after_val, before_val)
     if val_eps and cfg.sampled:
-        z_val, texts_val = _replayed_pairs(wm, dm, val_eps, gen, 1)
-        metrics["decoder/val_sampled_exact"] = _exact(wm, z_val, texts_val)
+        z_val, texts_val, before_val = _replayed_pairs(wm, dm, val_eps, gen, 1)
+        metrics["decoder/val_sampled_exact"] = _exact(wm, z_val, texts_val, before_val)
     return metrics

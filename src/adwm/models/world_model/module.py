@@ -149,9 +149,10 @@ class WorldModelModule(LatentsMixin, CandidatesMixin, L.LightningModule):
         return self.text_decoder
 
     @torch.no_grad()
-    def decode_text(self, z: torch.Tensor) -> list[str]:
-        """The observation text of each latent (B, L, d), written by the text decoder (`fit.decoder` trains it)."""
-        return self.require_text_decoder().decode(z)
+    def decode_text(self, z: torch.Tensor, prev_texts: list[str] | None = None) -> list[str]:
+        """The observation text of each latent (B, L, d), written by the text decoder (`fit.decoder` trains it)
+        after the text each row read before (`prev_texts`; None: none)."""
+        return self.require_text_decoder().decode(z, prev_texts)
 
     @torch.no_grad()
     def sample_next(self, c: torch.Tensor, a: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
