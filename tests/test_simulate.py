@@ -692,3 +692,34 @@ def test_a_writing_agent_writes_in_a_log_with_lists_and_its_random_share_draws_f
         listed = {wm.actions[j] for j in torch.nonzero(bank.sets[rows[k // 20]]).flatten().tolist()}
         assert text in listed
     assert len(set(drawn[:20])) > 1
+
+
+def test_a_reader_that_keeps_texts_reads_the_start_then_what_was_written_after_it(world):
+    """With a reader whose world writes each state's text (ablation.reader=decoded), the agent reads the
+    logged start first, and each next text is written after the text its rollout read before."""
+    wm, dm = world
+    starts = logged_starts(dm)
+
+    class WritingReader:  # writes "<text before> +" and records what it was given
+        keeps_texts = True
+
+        def __init__(self):
+            self.read, self.before = [], []
+
+        def scores(self, z, tasks, candidates, texts=None):
+            self.read.append(list(texts))
+            return [torch.zeros(len(c)) for c in candidates]
+
+        def next_texts(self, z_next, prev):
+            self.before.append(list(prev))
+            return [p + " +" for p in prev]
+
+    reader = WritingReader()
+    pcfg = PolicyConfig(name="p", model="m")
+    sim = SimulateConfig(n_rollouts=4, batch_size=4)
+    simulate(wm, pcfg, reader, starts, sim, GuidanceConfig(eta=0.0), 0.95, 3, 0)
+    observations = {s.observation for s in starts}
+    assert reader.read and all(t in observations for t in reader.read[0])  # the logged starts, as logged
+    for step, (before, read) in enumerate(zip(reader.before, reader.read[1:]), 1):
+        assert all(t.endswith(" +" * step) for t in read)  # what was written after the text read before
+        assert set(read) <= {t + " +" for t in before}

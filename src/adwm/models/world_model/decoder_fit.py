@@ -17,6 +17,8 @@ transitions whose encoded next latent decodes after the logged observation to ex
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
@@ -68,6 +70,7 @@ def _transitions(dm: TrajectoryDataModule, episodes: list[list[dict]]) -> tuple[
 
 def fit_text_decoder(wm, dm: TrajectoryDataModule, cfg: DecoderFitConfig, seed: int) -> dict[str, float]:
     """Trains `wm.text_decoder` (in place) -> `decoder/...` metrics."""
+    start = time.time()
     gen = torch.Generator().manual_seed(seed)
     wm.eval()
     decoder = wm.require_text_decoder()
@@ -95,7 +98,7 @@ def fit_text_decoder(wm, dm: TrajectoryDataModule, cfg: DecoderFitConfig, seed: 
             loss.backward()
             opt.step()
     decoder.eval()
-    metrics = {"decoder/loss": float(loss.detach()), "decoder/rows": float(n)}
+    metrics = {"decoder/loss": float(loss.detach()), "decoder/rows": float(n), "decoder/seconds": time.time() - start}
     keep = np.random.default_rng(seed).permutation(len(logged))[:METRIC_ROWS].tolist()
     metrics["decoder/train_roundtrip"] = _exact(wm, z_logged[keep], [logged[i] for i in keep])
     held = list(dict.fromkeys(dm.observations[x["history_obs"][-1]] for e in val_eps for x in e))[:METRIC_ROWS]
