@@ -64,8 +64,13 @@ def main() -> None:
         "| what writes the text | exact@1 | exact@5 | exact@10 |",
         "|---|---|---|---|",
     ]
-    for label, name in (("text decoder, closed loop (`decoded`)", "decoded"), ("text decoder, teacher (`decoded_teacher`)", "decoded_teacher")):
-        lines.append(f"| {label} | " + " | ".join(_fmt(fit.get(f"fidelity/{name}_exact@{k}")) for k in (1, 5, 10)) + " |")
+    for label, name in (
+        ("text decoder, closed loop (`decoded`)", "decoded"),
+        ("text decoder, teacher (`decoded_teacher`)", "decoded_teacher"),
+    ):
+        lines.append(
+            f"| {label} | " + " | ".join(_fmt(fit.get(f"fidelity/{name}_exact@{k}")) for k in (1, 5, 10)) + " |"
+        )
     lines.append(
         "| autoregressive model, greedy (`fit/autoregressive/metrics.json`) | "
         + " | ".join(_fmt(ar.get(f"val_open_loop_exact@{k}")) for k in (1, 5, 10))
@@ -88,7 +93,9 @@ def main() -> None:
         ("control: stay", "stay_"),
     )
     for label, name in rows:
-        lines.append(f"| {label} | " + " | ".join(_fmt(fit.get(f"fidelity/{name}state_acc@{k}")) for k in (1, 5, 10)) + " |")
+        lines.append(
+            f"| {label} | " + " | ".join(_fmt(fit.get(f"fidelity/{name}state_acc@{k}")) for k in (1, 5, 10)) + " |"
+        )
     lines += [
         "",
         "The text decoder alone (`decoder/...`): held-out transitions whose encoded next latent decodes after the"

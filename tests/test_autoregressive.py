@@ -131,7 +131,9 @@ def test_rollouts_in_the_model_pay_what_the_toy_world_pays(lamp_model):
     assert np.mean([a == PRESS for a in red_agent.lists]) >= 0.9
     assert green.mean() == pytest.approx(1.0, abs=0.05)
     assert red.mean() == pytest.approx(0.0, abs=0.05)
-    blue = [world.step_batch(world.start_batch(starts), ["press blue"], [np.random.default_rng(k)])[0] for k in range(20)]
+    blue = [
+        world.step_batch(world.start_batch(starts), ["press blue"], [np.random.default_rng(k)])[0] for k in range(20)
+    ]
     assert all(s.observation == "The lamp is blue." and not done for s, _, done in blue)  # drawn, not just the mode
     again = rollout_world(world, Press("green"), starts, 50, 5, 0.9, seed=0)
     assert (again == green).all()  # a seed fixes every draw

@@ -52,8 +52,10 @@ def test_after_the_text_before_it_the_decoder_writes_a_state_it_never_saw():
     rooms = ["hall", "kitchen", "garden", "attic", "cellar", "study", "porch", "loft"]
     things = ["a key", "an apple", "nothing", "a lamp", "a coin", "a map", "a rope", "a cup"]
     code = torch.randn(len(things), 2, 8, generator=torch.Generator().manual_seed(1))  # a latent a thing
+
     def state(r, t):
         return f"You are in the {rooms[r]}. You carry {things[t]}."
+
     pairs = [(r, t) for r in range(len(rooms)) for t in range(len(things))]
     train = [(r, t) for r, t in pairs if (r + t) % 4 == 0]  # 16 of 64 states
     held = [(r, t) for r, t in pairs if (r + t) % 4 == 2]

@@ -61,7 +61,9 @@ def written_actions(
     reading = [i for i, u in enumerate(random) if not u]
     if reading:
         kept = {} if texts is None else {"texts": [texts[i] for i in reading]}
-        for i, text in zip(reading, reader.write(z[reading], [tasks[i] for i in reading], [rngs[i] for i in reading], **kept)):
+        for i, text in zip(
+            reading, reader.write(z[reading], [tasks[i] for i in reading], [rngs[i] for i in reading], **kept)
+        ):
             out[i] = text
     drawn = [i for i, u in enumerate(random) if u]
     lists = wm.propose(z[drawn], "retrieval").cpu() if drawn and not wm.free_form else None

@@ -195,7 +195,6 @@ def decoded_states(
     seed: int,
     teacher: bool = False,
     guidance=None,
-    reencode: bool = False,
 ) -> dict[int, list[str]]:
     """The decoded observation after k logged actions, per episode ("" past the episode's end): closed loop
     (the history is the model's own unsnapped samples, each decoded after the text decoded before it, the
@@ -221,9 +220,9 @@ def decoded_states(
                 if t < len(episodes[i].steps):
                     out[t + 1][i] = text
         if teacher:
-            read = [_true_observation(ep, min(t + 1, len(ep.steps))) for ep in episodes]
-        elif reencode:  # the state is the text written: its encoding takes the sample's place in the history
-            z_next = wm.encode(read)  # the logged observation takes the sample's place in the history
+            read = [
+                _true_observation(ep, min(t + 1, len(ep.steps))) for ep in episodes
+            ]  # the logged observation takes the sample's place in the history
             z_next = wm.encode([_true_observation(ep, min(t + 1, len(ep.steps))) for ep in episodes])
         window = window.shifted(z_next, a)
     return out

@@ -27,7 +27,6 @@ from adwm.models.text_decoder import END
 from adwm.models.world_model.config import DecoderFitConfig
 from adwm.models.world_model.replay import episodes_of, replay_open_loop
 
-
 METRIC_ROWS = 2000  # texts decoded for each figure (greedy decoding costs a GRU step a piece)
 
 
@@ -64,7 +63,9 @@ def _exact(wm, z: torch.Tensor, texts: list[str], prev: list[str] | None = None,
 
 def _transitions(dm: TrajectoryDataModule, episodes: list[list[dict]]) -> tuple[list[str], list[str]]:
     """The distinct logged (observation, next observation) pairs of `episodes`, as two lists."""
-    pairs = dict.fromkeys((dm.observations[x["history_obs"][-1]], dm.observations[x["next_obs"]]) for e in episodes for x in e)
+    pairs = dict.fromkeys(
+        (dm.observations[x["history_obs"][-1]], dm.observations[x["next_obs"]]) for e in episodes for x in e
+    )
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
