@@ -702,6 +702,7 @@ def test_a_reader_that_keeps_texts_reads_the_start_then_what_was_written_after_i
 
     class WritingReader:  # writes "<text before> +" and records what it was given
         keeps_texts = True
+        sources = 2
 
         def __init__(self):
             self.read, self.before = [], []
@@ -710,9 +711,10 @@ def test_a_reader_that_keeps_texts_reads_the_start_then_what_was_written_after_i
             self.read.append(list(texts))
             return [torch.zeros(len(c)) for c in candidates]
 
-        def next_texts(self, z_next, prev):
-            self.before.append(list(prev))
-            return [p + " +" for p in prev]
+        def next_texts(self, z_next, tasks, read):
+            assert all(0 < len(r) <= 2 for r in read)  # its last texts, oldest first
+            self.before.append([r[-1] for r in read])
+            return [r[-1] + " +" for r in read]
 
     reader = WritingReader()
     pcfg = PolicyConfig(name="p", model="m")
@@ -723,3 +725,33 @@ def test_a_reader_that_keeps_texts_reads_the_start_then_what_was_written_after_i
     for step, (before, read) in enumerate(zip(reader.before, reader.read[1:]), 1):
         assert all(t.endswith(" +" * step) for t in read)  # what was written after the text read before
         assert set(read) <= {t + " +" for t in before}
+
+
+def test_with_reencode_the_heads_read_the_encoding_of_the_text_written(world, monkeypatch):
+    """evaluate.diffusion.reencode: the state a rollout goes on from is the encoding of the text the reader
+    wrote for the sample (so the heads score what the agent read); without it, the sample itself."""
+    wm, dm = world
+    starts = logged_starts(dm)
+    fixed = starts[-1].observation
+
+    class FixedReader:  # writes one logged text whatever the latent
+        keeps_texts, sources = True, 1
+
+        def scores(self, z, tasks, candidates, texts=None):
+            return [torch.zeros(len(c)) for c in candidates]
+
+        def next_texts(self, z_next, tasks, read):
+            return [fixed] * len(z_next)
+
+    seen = []
+    heads = wm.heads.transition
+    monkeypatch.setattr(wm.heads, "transition", lambda z, c, a: seen.append(z.clone()) or heads(z, c, a))
+    pcfg = PolicyConfig(name="p", model="m")
+    sim = SimulateConfig(n_rollouts=4, batch_size=4)
+    target = wm.encode([fixed])[0]
+    for reencode in (True, False):
+        seen.clear()
+        cfg = DiffusionConfig(snap=False, reencode=reencode)
+        simulate(wm, pcfg, FixedReader(), starts, sim, GuidanceConfig(eta=0.0), 0.95, 2, 0, world=cfg)
+        close = torch.allclose(seen[0], target.expand_as(seen[0]), atol=1e-5)
+        assert close == reencode

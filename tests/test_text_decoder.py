@@ -21,7 +21,7 @@ def test_pieces_join_back_to_the_text_exactly(text):
 
 def _fit(decoder: TextDecoder, z: torch.Tensor, texts: list[str], steps: int, prev: list[str] | None = None) -> None:
     ids = decoder.ids(texts)
-    prev_ids = None if prev is None else decoder.ids(prev)
+    prev_ids = None if prev is None else decoder.source_ids(prev)
     opt = torch.optim.AdamW(decoder.parameters(), lr=3e-3)
     gen = torch.Generator().manual_seed(0)
     for _ in range(steps):
@@ -67,6 +67,36 @@ def test_after_the_text_before_it_the_decoder_writes_a_state_it_never_saw():
     written = decoder.decode(code[[t for _, t in held]], [state(r, (t + 3) % len(things)) for r, t in held])
     assert np.mean([w == state(r, t) for w, (r, t) in zip(written, held)]) >= 0.9
     alone = decoder.decode(code[[t for _, t in held]])  # no text before: the room is a guess
+    assert np.mean([w == state(r, t) for w, (r, t) in zip(alone, held)]) <= 0.5
+
+
+def test_a_thing_named_only_in_the_task_is_copied_from_it():
+    """The latent names the room and that something lies there, not what: the task names it. Trained on a
+    quarter of the (room, thing) pairs, the decoder must copy the thing from the task it reads with the text
+    before (`source_text`) to write held-out pairs exactly; with the text before alone it cannot."""
+    rooms = ["hall", "kitchen", "garden", "attic", "cellar", "study", "porch", "loft"]
+    things = ["key", "apple", "lamp", "coin", "map", "rope", "cup", "book"]
+    code = torch.randn(len(rooms), 2, 8, generator=torch.Generator().manual_seed(2))  # a latent a room
+
+    def state(r, t):
+        return f"You are in the {rooms[r]}. You see a {things[t]}."
+
+    def task(t):
+        return f"Find the {things[t]}."
+
+    pairs = [(r, t) for r in range(len(rooms)) for t in range(len(things))]
+    train = [(r, t) for r, t in pairs if (r + t) % 4 == 0]
+    held = [(r, t) for r, t in pairs if (r + t) % 4 == 2]
+    vocab = build_vocabulary([state(r, t) for r, t in pairs], 100)
+    torch.manual_seed(0)
+    decoder = TextDecoder(TextDecoderConfig(hidden=64, sources=1), vocab["pieces"], 16, vocab["length"])
+    before = "You are in the hall."
+    assert decoder.source_text(task(0), ["old", before]) == f"{task(0)} {before}"  # the last `sources` texts
+    sources = [decoder.source_text(task(t), [before]) for _, t in train]
+    _fit(decoder, code[[r for r, _ in train]], [state(r, t) for r, t in train], 600, sources)
+    written = decoder.decode(code[[r for r, _ in held]], [decoder.source_text(task(t), [before]) for _, t in held])
+    assert np.mean([w == state(r, t) for w, (r, t) in zip(written, held)]) >= 0.9
+    alone = decoder.decode(code[[r for r, _ in held]], [before] * len(held))  # no task: the thing is a guess
     assert np.mean([w == state(r, t) for w, (r, t) in zip(alone, held)]) <= 0.5
 
 

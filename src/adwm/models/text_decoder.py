@@ -40,7 +40,8 @@ def build_vocabulary(texts: Sequence[str], max_vocab: int) -> dict:
 class TextDecoder(nn.Module):
     """p(piece_p | the pieces before it, z, the previous text): a GRU whose initial state is the flat latent's
     embedding and whose input at each position is the previous piece with the latent's embedding, attending
-    over the text the agent read before (the previous observation, encoded by a bidirectional GRU). Each
+    over what the agent read before (the task and the last `cfg.sources` observations, encoded by a
+    bidirectional GRU: `source_text`). Each
     piece is drawn from a mixture (a pointer-generator, See et al. 2017): a gate chooses between the
     vocabulary and a copy of the piece it attends to. What stays the same from one state to the next (the
     room's description, what is carried) is copied; what changes must come from the latent. With no
@@ -69,6 +70,22 @@ class TextDecoder(nn.Module):
         out = torch.full((len(texts), self.length), END, dtype=torch.long)
         for i, text in enumerate(texts):
             row = [self.index.get(p, UNKNOWN) for p in pieces(text)][: self.length]
+            out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        return out
+
+    def source_text(self, task: str, read: Sequence[str]) -> str:
+        """What the decoder reads besides the latent: the task and the last `cfg.sources` of the texts `read`
+        (oldest first), one text; "" with `cfg.sources` = 0."""
+        if self.cfg.sources == 0:
+            return ""
+        return " ".join([task, *read[-self.cfg.sources :]])
+
+    def source_ids(self, texts: Sequence[str]) -> torch.Tensor:
+        """(B, S) piece ids of the source texts `texts` (`source_text`), `end`-padded to the longest (a source holds
+        up to `cfg.sources` observations and the task; it is cut at that many times `length`)."""
+        split = [[self.index.get(p, UNKNOWN) for p in pieces(t)][: self.length * (self.cfg.sources + 1)] for t in texts]
+        out = torch.full((len(texts), max(1, max(map(len, split), default=1))), END, dtype=torch.long)
+        for i, row in enumerate(split):
             out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
         return out
 
@@ -119,10 +136,10 @@ class TextDecoder(nn.Module):
 
     @torch.no_grad()
     def decode(self, z: torch.Tensor, prev_texts: Sequence[str] | None = None) -> list[str]:
-        """The greedy text of each latent (B, L, d) after `prev_texts` (the text each row's agent read before;
-        None: none), piece by piece until `end`; `unknown` is never written."""
+        """The greedy text of each latent (B, L, d) after `prev_texts` (what each row's agent read before, as
+        `source_text` writes it; None: nothing), piece by piece until `end`; `unknown` is never written."""
         b = z.size(0)
-        latent, memory, mask, src = self._start(z, None if prev_texts is None else self.ids(prev_texts))
+        latent, memory, mask, src = self._start(z, None if prev_texts is None else self.source_ids(prev_texts))
         state = latent.unsqueeze(0).contiguous()
         prev = torch.full((b, 1), self.begin, dtype=torch.long, device=z.device)
         written = torch.full((b, self.length), END, dtype=torch.long)

@@ -82,6 +82,10 @@ class DiffusionConfig:
     # ... and, from a logged state by an action the rollout's world took there in the log, to the states that
     # transition led to; the other rules apply where the log never took the action from that state
     snap_by_transition: bool = True
+    # with a reader that writes each state's text (ablation.reader=decoded): the rollout goes on from the
+    # encoding of the text written, so the heads, the next candidates and the history read the state the agent
+    # read (decisions.md: re-encoding); false: from the sample itself
+    reencode: bool = True
     # where a snap followed a logged transition of the rollout's world, the reward is that transition's logged
     # one (its mean), not the reward head's
     logged_rewards: bool = False

@@ -197,9 +197,9 @@ def decoded_states(
     guidance=None,
 ) -> dict[int, list[str]]:
     """The decoded observation after k logged actions, per episode ("" past the episode's end): closed loop
-    (the history is the model's own unsnapped samples, each decoded after the text decoded before it, the
-    first after the logged start) or, with `teacher`, one step from the logged history (the encoded logged
-    observations up to k - 1, decoded after the logged observation k - 1). `guidance` (a GuidanceConfig): its omega applies as
+    (the history is the model's own unsnapped samples, each decoded after the task and the texts decoded
+    before it, the first after the logged start) or, with `teacher`, one step from the logged history (the
+    encoded logged observations up to k - 1, decoded after the task and the logged observations). `guidance` (a GuidanceConfig): its omega applies as
     classifier-free guidance (None: the conditional model)."""
     guidance = guidance or GuidanceConfig(omega=1.0, eta=0.0)
     gen = torch.Generator().manual_seed(seed)
@@ -207,23 +207,24 @@ def decoded_states(
     z = wm.encode([ep.steps[0].observation for ep in episodes])
     window = Window.start(z, wm.encode([ep.task for ep in episodes]), wm.hparams.window, wm.cfg.d_action)
     out: dict[int, list[str]] = {k: [""] * b for k in ks}
-    read = [ep.steps[0].observation for ep in episodes]  # the text before: the logged start, then the decoded
+    # what each replay read before: the logged start, then the decoded texts (the logged ones with `teacher`)
+    read = [[ep.steps[0].observation] for ep in episodes]
+    decoder = wm.require_text_decoder()
     for t in range(min(max(len(ep.steps) for ep in episodes), max(ks))):
         actions = [ep.steps[t].action if t < len(ep.steps) else "" for ep in episodes]
         a = wm.embed_actions(actions)
         c = window.context(wm)
         eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance)
         z_next = wm.sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
-        read = wm.decode_text(z_next, read)
+        written = wm.decode_text(z_next, [decoder.source_text(ep.task, r) for ep, r in zip(episodes, read)])
         if t + 1 in ks:
-            for i, text in enumerate(read):
+            for i, text in enumerate(written):
                 if t < len(episodes[i].steps):
                     out[t + 1][i] = text
-        if teacher:
-            read = [
-                _true_observation(ep, min(t + 1, len(ep.steps))) for ep in episodes
-            ]  # the logged observation takes the sample's place in the history
-            z_next = wm.encode([_true_observation(ep, min(t + 1, len(ep.steps))) for ep in episodes])
+        if teacher:  # the logged observation takes the sample's place in the history
+            written = [_true_observation(ep, min(t + 1, len(ep.steps))) for ep in episodes]
+            z_next = wm.encode(written)
+        read = [(r + [text])[-max(1, decoder.cfg.sources) :] for r, text in zip(read, written)]
         window = window.shifted(z_next, a)
     return out
 

@@ -120,20 +120,23 @@ class NearestTextReader(TextReader):
 class DecodedTextReader(TextReader):
     """`ablation.reader=decoded`: the text the world model's decoder writes for the latent
     (models/text_decoder.py). In a rollout the simulator keeps each state's text: the first is the logged
-    start, each next one is written by `next_texts` after the text read before (what stays the same is copied
-    from it); `texts_of` (a latent with no text before it, as continuation guidance scores) decodes alone."""
+    start, each next one is written by `next_texts` after what the rollout read before (the task and the last
+    texts: what stays the same is copied from them); `texts_of` (a latent with no text before it, as
+    continuation guidance scores) decodes alone."""
 
     keeps_texts = True
 
     def __init__(self, world_model, policy: LLMPolicy, cache: dict | None = None, write_cache_mb: float = 256.0):
-        world_model.require_text_decoder()
+        self.sources = world_model.require_text_decoder().cfg.sources  # the texts read before that it decodes after
         super().__init__(world_model, policy, cache, write_cache_mb)
 
     def texts_of(self, z: torch.Tensor) -> list[str]:
         with costs.section("reader/decode"):
             return self.world_model.decode_text(z)
 
-    def next_texts(self, z_next: torch.Tensor, prev: list[str]) -> list[str]:
-        """The text of each next latent (B, L, d) after the text `prev` its rollout read before."""
+    def next_texts(self, z_next: torch.Tensor, tasks: list[str], read: list[list[str]]) -> list[str]:
+        """The text of each next latent (B, L, d) after what its rollout read before: its task and the texts
+        `read` (oldest first)."""
+        decoder = self.world_model.require_text_decoder()
         with costs.section("reader/decode"):
-            return self.world_model.decode_text(z_next, prev)
+            return self.world_model.decode_text(z_next, [decoder.source_text(t, r) for t, r in zip(tasks, read)])

@@ -174,8 +174,9 @@ def _rollout_batch(
         # the task stays in the history for the whole rollout
         window = Window.start(z, wm.encode(tasks), wm.hparams.window, vocab.size(1))
     # a reader whose world model writes each state's text (ablation.reader=decoded) reads the logged start,
-    # then what the decoder writes after the text read before
+    # then what the decoder writes after what the rollout read before (`read`: its task and texts)
     texts = [s.observation for s in starts] if getattr(reader, "keeps_texts", False) else None
+    read = None if texts is None else [[s.observation] for s in starts]
     alive = torch.ones(b, dtype=torch.bool)
     ret = torch.zeros(b, dtype=torch.float64)
     paid = torch.zeros(b, len(wm.actions), dtype=torch.bool) if cfg.pay_once else None  # actions that paid
@@ -217,7 +218,15 @@ def _rollout_batch(
             eps_fn = guided_eps_fn(lambda x, tt, act, c=c: wm.eps(x, tt, c, act), a, wm.abar, guidance, log_c, guided)
             with costs.section("simulate/denoise"):
                 z_raw = sampler.sample(eps_fn, tuple(z.shape), gen, z.device)
-        # (3) snapped, then the reward and termination heads
+        # (3) the text of the next state, where the reader keeps texts (the state goes on from its encoding
+        # with `cfg.reencode`); snapped; then the reward and termination heads
+        written = None
+        if texts is not None:
+            written = reader.next_texts(z_raw[live], [tasks[i] for i in live], [read[i] for i in live])
+            if cfg.reencode:
+                with costs.section("simulate/reencode"):
+                    z_raw = z_raw.clone()
+                    z_raw[live] = wm.encode(written)
         z_next, reward, done, state = _transition(wm, z_raw, c, a, ids, worlds, state, gen, cfg, reward_range)
         if cfg.pay_once:
             reward = _paid_once(reward, ids, paid)
@@ -230,10 +239,11 @@ def _rollout_batch(
         if cand is not None:
             with costs.section("simulate/retrieval"):
                 cand = next_candidates(wm, z_next, c, a, cand, cfg.max_candidates, cfg.candidates, gen)
-        if texts is not None:  # the next texts of the rollouts that go on
-            rows = torch.nonzero(alive).flatten().tolist()
-            for i, text in zip(rows, reader.next_texts(z_next[rows], [texts[i] for i in rows])):
-                texts[i] = text
+        if written is not None:  # the next texts of the rollouts that go on
+            for i, text in zip(live, written):
+                if alive[i]:
+                    texts[i] = text
+                    read[i] = (read[i] + [text])[-max(1, reader.sources) :]
         window = window.shifted(z_next, a)
         z = z_next
     return ret.numpy()

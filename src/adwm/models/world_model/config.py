@@ -21,9 +21,13 @@ class TextDecoderConfig:
     d_embed: int = 32  # of each piece the GRU reads
     max_pieces: int = 128  # longest decoded text in pieces (a longer observation is cut: it cannot round-trip)
     max_vocab: int = 8192  # most frequent pieces of the training observations; the rest are `unknown`
+    # what the decoder reads besides the latent: the task and the texts of the last `sources` states the agent
+    # read (0: the latent alone); it copies from them what stays the same (decisions.md: text decoder)
+    sources: int = 2
 
     def __post_init__(self) -> None:
         at_least(self, "world_model.decoder", 1, ("hidden", "d_embed", "max_pieces", "max_vocab"))
+        at_least(self, "world_model.decoder", 0, ("sources",))
 
 
 @dataclass

@@ -1,17 +1,18 @@
 """The text decoder trained after the fit, on the latents it will read in simulation.
 
-Three kinds of rows, each paired with the true observation text; the decoder reads the previous observation
-as well as the latent (models/text_decoder.py), and learns to write without one too:
+Three kinds of rows, each paired with the true observation text; the decoder reads the task and the last
+observations as well as the latent (models/text_decoder.py), and learns to write without one too:
 - the encoded training observations with no previous text (reconstruction: a logged state reads back as
   itself, as a rollout's first state or a reader without a history does);
-- the encoded next observation of each logged transition, after its logged observation;
+- the encoded next observation of each logged transition, after what the agent read before it (the task
+  and the last observations: `world_model.decoder.sources`);
 - the diffusion model's own samples of next latents, from open-loop replays of the training episodes with
   their logged actions and no snapping (models/world_model/replay.py), so from the second step on the
-  history is made of samples too, as in a rollout; after the logged observation, the target is the logged
-  next one.
+  history is made of samples too, as in a rollout; after the logged task and observations, the target is the
+  logged next one.
 The encoder and the dynamics stay as fitted. Figures (`decoder/...`): the share of observations whose encoded
 latent decodes to exactly their text with no previous text (`train_roundtrip`, `val_roundtrip`), of held-out
-transitions whose encoded next latent decodes after the logged observation to exactly the next one
+transitions whose encoded next latent decodes after the logged task and observations to exactly the next one
 (`val_next_exact`), and of held-out replayed steps whose sample does (`val_sampled_exact`).
 """
 
@@ -37,12 +38,17 @@ def _trimmed(ids: torch.Tensor, prev: torch.Tensor) -> tuple[torch.Tensor, torch
     return ids[:, : min(longest, ids.size(1))], prev[:, : max(1, int((prev != END).sum(1).max()))]
 
 
+def _source(wm, dm: TrajectoryDataModule, x: dict) -> str:
+    """What the decoder reads before a transition's next observation: its task and its logged history."""
+    return wm.text_decoder.source_text(dm.tasks[x["task"]], [dm.observations[o] for o in x["history_obs"]])
+
+
 def _replayed_pairs(wm, dm: TrajectoryDataModule, episodes: list[list[dict]], gen, passes: int):
-    """(sampled next latents (N, L, d), the logged next observation of each, the logged observation before
-    it) over `passes` replays."""
+    """(sampled next latents (N, L, d), the logged next observation of each, what the decoder reads before
+    it: the task and the logged observations up to it) over `passes` replays."""
     zs, texts, before = [], [], []
     targets = [dm.observations[x["next_obs"]] for e in episodes for x in e]
-    previous = [dm.observations[x["history_obs"][-1]] for e in episodes for x in e]
+    previous = [_source(wm, dm, x) for e in episodes for x in e]
     starts = np.cumsum([0] + [len(e) for e in episodes])  # each episode's first row in `targets`
     for _ in range(passes):
         data = replay_open_loop(wm, dm, episodes, gen)
@@ -61,11 +67,9 @@ def _exact(wm, z: torch.Tensor, texts: list[str], prev: list[str] | None = None,
     return float(np.mean([a == b for a, b in zip(decoded, texts)])) if texts else float("nan")
 
 
-def _transitions(dm: TrajectoryDataModule, episodes: list[list[dict]]) -> tuple[list[str], list[str]]:
-    """The distinct logged (observation, next observation) pairs of `episodes`, as two lists."""
-    pairs = dict.fromkeys(
-        (dm.observations[x["history_obs"][-1]], dm.observations[x["next_obs"]]) for e in episodes for x in e
-    )
+def _transitions(wm, dm: TrajectoryDataModule, episodes: list[list[dict]]) -> tuple[list[str], list[str]]:
+    """The distinct logged (source, next observation) pairs of `episodes` (`_source`), as two lists."""
+    pairs = dict.fromkeys((_source(wm, dm, x), dm.observations[x["next_obs"]]) for e in episodes for x in e)
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
@@ -79,14 +83,14 @@ def fit_text_decoder(wm, dm: TrajectoryDataModule, cfg: DecoderFitConfig, seed: 
     seen = [dm.observations[o] for e in train_eps for x in e for o in (x["history_obs"][-1], x["next_obs"])]
     logged = list(dict.fromkeys(seen))
     z_logged = wm.encode(logged)
-    before, after = _transitions(dm, train_eps)
+    before, after = _transitions(wm, dm, train_eps)
     z_after = wm.encode(after)
     z_sampled, sampled, sampled_before = (
         _replayed_pairs(wm, dm, train_eps, gen, cfg.passes) if cfg.sampled else (z_after[:0], [], [])
     )
     z_all = torch.cat([z_logged, z_after, z_sampled])
     ids_all = decoder.ids(logged + after + sampled)
-    prev_all = decoder.ids([""] * len(logged) + before + sampled_before)
+    prev_all = decoder.source_ids([""] * len(logged) + before + sampled_before)
     n = len(ids_all)
     opt = torch.optim.AdamW(decoder.parameters(), lr=cfg.lr)
     decoder.train()
@@ -106,7 +110,7 @@ def fit_text_decoder(wm, dm: TrajectoryDataModule, cfg: DecoderFitConfig, seed: 
     if held:
         metrics["decoder/val_roundtrip"] = _exact(wm, wm.encode(held), held)
     if val_eps:
-        before_val, after_val = (x[:METRIC_ROWS] for x in _transitions(dm, val_eps))
+        before_val, after_val = (x[:METRIC_ROWS] for x in _transitions(wm, dm, val_eps))
         metrics["decoder/val_next_exact"] = _exact(wm, wm.encode(after_val), after_val, before_val)
     if val_eps and cfg.sampled:
         z_val, texts_val, before_val = _replayed_pairs(wm, dm, val_eps, gen, 1)
