@@ -727,6 +727,34 @@ def test_a_reader_that_keeps_texts_reads_the_start_then_what_was_written_after_i
         assert set(read) <= {t + " +" for t in before}
 
 
+def test_a_writing_agent_with_a_reader_that_keeps_texts_reads_its_own_rollouts_texts(world):
+    """The writing path (no candidate sets) with a text-writing reader: each live rollout's agent reads its own
+    rollout's current text, the logged start first, then what was written after it."""
+    wm, dm = world
+    starts = logged_starts(dm)
+
+    class WritingReader:
+        keeps_texts, sources = True, 2
+
+        def __init__(self):
+            self.read = []
+
+        def write(self, z, tasks, rngs, texts=None):
+            self.read.append(list(texts))
+            return [wm.actions[0]] * len(z)
+
+        def next_texts(self, z_next, tasks, read):
+            return [r[-1] + " +" for r in read]
+
+    reader = WritingReader()
+    pcfg = PolicyConfig(name="w", model="m", mode="generate")
+    simulate(wm, pcfg, reader, starts, SimulateConfig(n_rollouts=4, batch_size=4), GuidanceConfig(eta=0.0), 0.95, 3, 0)
+    observations = {s.observation for s in starts}
+    assert len(reader.read) > 1 and all(t in observations for t in reader.read[0])
+    for step, read in enumerate(reader.read[1:], 1):
+        assert all(t.endswith(" +" * step) and t[: -2 * step] in observations for t in read)
+
+
 def test_with_reencode_the_heads_read_the_encoding_of_the_text_written(world, monkeypatch):
     """evaluate.diffusion.reencode: the state a rollout goes on from is the encoding of the text the reader
     wrote for the sample (so the heads score what the agent read); without it, the sample itself."""

@@ -67,9 +67,14 @@ class TextDecoder(nn.Module):
 
     def ids(self, texts: Sequence[str]) -> torch.Tensor:
         """(B, length) piece ids of `texts`, `end`-padded (cut at `length`)."""
-        out = torch.full((len(texts), self.length), END, dtype=torch.long)
-        for i, text in enumerate(texts):
-            row = [self.index.get(p, UNKNOWN) for p in pieces(text)][: self.length]
+        return self._padded(texts, self.length, self.length)
+
+    def _padded(self, texts: Sequence[str], cut: int, width: int | None = None) -> torch.Tensor:
+        """(B, width) piece ids of `texts`, each cut at `cut` pieces, `end`-padded (width None: the longest)."""
+        rows = [[self.index.get(p, UNKNOWN) for p in pieces(t)][:cut] for t in texts]
+        width = width or max(1, max(map(len, rows), default=1))
+        out = torch.full((len(texts), width), END, dtype=torch.long)
+        for i, row in enumerate(rows):
             out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
         return out
 
@@ -83,11 +88,7 @@ class TextDecoder(nn.Module):
     def source_ids(self, texts: Sequence[str]) -> torch.Tensor:
         """(B, S) piece ids of the source texts `texts` (`source_text`), `end`-padded to the longest (a source holds
         up to `cfg.sources` observations and the task; it is cut at that many times `length`)."""
-        split = [[self.index.get(p, UNKNOWN) for p in pieces(t)][: self.length * (self.cfg.sources + 1)] for t in texts]
-        out = torch.full((len(texts), max(1, max(map(len, split), default=1))), END, dtype=torch.long)
-        for i, row in enumerate(split):
-            out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-        return out
+        return self._padded(texts, self.length * (self.cfg.sources + 1))
 
     def _memory(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The previous texts' ids (B, S) -> (memory (B, S, h), mask (B, S) of the pieces before `end`)."""

@@ -199,8 +199,8 @@ def decoded_states(
     """The decoded observation after k logged actions, per episode ("" past the episode's end): closed loop
     (the history is the model's own unsnapped samples, each decoded after the task and the texts decoded
     before it, the first after the logged start) or, with `teacher`, one step from the logged history (the
-    encoded logged observations up to k - 1, decoded after the task and the logged observations). `guidance` (a GuidanceConfig): its omega applies as
-    classifier-free guidance (None: the conditional model)."""
+    encoded logged observations up to k - 1, decoded after the task and the logged observations).
+    `guidance` (a GuidanceConfig): its omega applies as classifier-free guidance (None: the conditional model)."""
     guidance = guidance or GuidanceConfig(omega=1.0, eta=0.0)
     gen = torch.Generator().manual_seed(seed)
     b = len(episodes)

@@ -174,9 +174,9 @@ def _rollout_batch(
         # the task stays in the history for the whole rollout
         window = Window.start(z, wm.encode(tasks), wm.hparams.window, vocab.size(1))
     # a reader whose world model writes each state's text (ablation.reader=decoded) reads the logged start,
-    # then what the decoder writes after what the rollout read before (`read`: its task and texts)
-    texts = [s.observation for s in starts] if getattr(reader, "keeps_texts", False) else None
-    read = None if texts is None else [[s.observation] for s in starts]
+    # then what the decoder writes after what the rollout read before: its task and `seen`, the last texts
+    # of each rollout (oldest first; the last is the current state's)
+    seen = [[s.observation] for s in starts] if getattr(reader, "keeps_texts", False) else None
     alive = torch.ones(b, dtype=torch.bool)
     ret = torch.zeros(b, dtype=torch.float64)
     paid = torch.zeros(b, len(wm.actions), dtype=torch.bool) if cfg.pay_once else None  # actions that paid
@@ -190,15 +190,16 @@ def _rollout_batch(
         live = torch.nonzero(alive).flatten().tolist()
         with costs.section("simulate/choose"):
             if cand is None:
-                read = None if texts is None else [texts[i] for i in live]
+                current = None if seen is None else [seen[i][-1] for i in live]
                 prompts = [tasks[i] for i in live]
-                written = written_actions(wm, policy, reader, z[live], prompts, [rngs[i] for i in live], read)
+                acts = written_actions(wm, policy, reader, z[live], prompts, [rngs[i] for i in live], current)
                 a = torch.zeros(b, vocab.size(1), device=z.device)
-                a[live] = wm.embed_actions(written)
+                a[live] = wm.embed_actions(acts)
                 ids = torch.full((b,), -1, dtype=torch.long)
-                ids[live] = action_ids(wm.actions, written)
+                ids[live] = action_ids(wm.actions, acts)
             else:
-                ids = chosen_actions(wm, policy, reader, z, tasks, cand, live, gen, texts)  # (B,) vocabulary indices
+                current = None if seen is None else [r[-1] for r in seen]
+                ids = chosen_actions(wm, policy, reader, z, tasks, cand, live, gen, current)  # (B,) vocabulary indices
                 a = vocab[ids]  # (B, d_a)
         # (2) guided denoising of z_{t+1}: Theorem 1's tilt by importance resampling, or the gradient step
         tilt = continuation is not None and bool(guided) and cand is not None
@@ -221,8 +222,8 @@ def _rollout_batch(
         # (3) the text of the next state, where the reader keeps texts (the state goes on from its encoding
         # with `cfg.reencode`); snapped; then the reward and termination heads
         written = None
-        if texts is not None:
-            written = reader.next_texts(z_raw[live], [tasks[i] for i in live], [read[i] for i in live])
+        if seen is not None:
+            written = reader.next_texts(z_raw[live], [tasks[i] for i in live], [seen[i] for i in live])
             if cfg.reencode:
                 with costs.section("simulate/reencode"):
                     z_raw = z_raw.clone()
@@ -242,8 +243,7 @@ def _rollout_batch(
         if written is not None:  # the next texts of the rollouts that go on
             for i, text in zip(live, written):
                 if alive[i]:
-                    texts[i] = text
-                    read[i] = (read[i] + [text])[-max(1, reader.sources) :]
+                    seen[i] = (seen[i] + [text])[-max(1, reader.sources) :]
         window = window.shifted(z_next, a)
         z = z_next
     return ret.numpy()
