@@ -135,9 +135,35 @@ def test_model_based_baselines_on_sentence_features(tiny_lm_dir, tmp_path):
             assert np.isfinite(policy["estimators"][name]["J_hat"])
 
 
+def test_world_model_doubly_robust_baselines_simulate_from_the_logged_steps(tiny_lm_dir, tmp_path):
+    """adwm_dr / adwm_wdr / adwm_magic through the stage, in a world that reads no fitted model (`nearest`):
+    Q and V simulated from a sample of the logged steps, the value model fills in the rest; a rerun reuses
+    the entries, another sample size does not."""
+    sims = ["ope.simulated.states=12", "ope.simulated.rollouts=2", "evaluate.world=nearest", "ope.features=text"]
+    ov = [*_overrides(tmp_path, tiny_lm_dir), "ope.estimators=[dr,adwm_dr,adwm_wdr,adwm_magic]", *sims]
+    assert main(["collect", *ov]) == 0
+    out = run_baselines(load_config(ov, "ope"), progress=False)
+    res = json.loads(out.read_text())
+    for policy in res["estimates"].values():
+        info = policy["simulated"]
+        assert info["simulated_steps"] == 12 and info["logged_steps"] > 12 and info["world"] == "nearest"
+        assert info["value_model"]["folds"] == 5 and np.isfinite(info["value_model"]["q_rmse"])
+        for name in ("adwm_dr", "adwm_wdr", "adwm_magic"):
+            e = policy["estimators"][name]
+            assert np.isfinite(e["J_hat"]) and e["ci"][0] <= e["J_hat"] <= e["ci"][1] and e["flag"] is None, name
+    again = json.loads(run_baselines(load_config(ov, "ope"), progress=False).read_text())
+    assert again["estimates"] == res["estimates"]  # same settings: nothing simulated again
+    every = [*ov, "ope.simulated.states=0"]
+    res = json.loads(run_baselines(load_config(every, "ope"), progress=False).read_text())
+    for policy in res["estimates"].values():
+        info = policy["simulated"]
+        assert info["simulated_steps"] == info["logged_steps"] and "value_model" not in info
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
+        ("ope.simulated.rollouts=0", "ope.simulated: expected states >= 0, rollouts >= 1"),
         ("ope.features=magic", "ope.features: unknown feature source 'magic'"),
         ("ope.estimators=[is,oracle]", "ope.estimators: unknown estimator 'oracle'"),
         ("ope.ci_level=2.0", "ope.ci_level: expected a value in (0, 1)"),

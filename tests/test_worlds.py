@@ -13,7 +13,15 @@ from adwm.evaluation.config import GroundTruthConfig
 from adwm.evaluation.ground_truth import ground_truth
 from adwm.policies.base import UniformPolicy
 from adwm.policies.config import PolicyConfig
-from adwm.simulation.worlds import LoggedStart, LoggedWorld, OracleWorld, TextState, rollout_world
+from adwm.simulation.worlds import (
+    LoggedStart,
+    LoggedWorld,
+    OracleWorld,
+    TextState,
+    logged_step_starts,
+    returns_from_starts,
+    rollout_world,
+)
 from tabular_mdp import random_mdp
 
 
@@ -216,3 +224,51 @@ def test_every_world_of_the_config_has_a_class_and_an_unknown_one_is_named():
     assert all(world_class(name).name == name for name in WORLDS)
     with pytest.raises(ValueError, match=r"evaluate.world: unknown world 'dream'; choose from \['diffusion'"):
         world_class("dream")
+
+
+def test_returns_from_a_later_logged_step_take_the_given_action_first_within_the_steps_left():
+    """From each logged step (with the turns before it as history), the logged action first: on a
+    deterministic log, the logged return-to-go; V with the agent acting, and a budget of one step."""
+    log = _toy_log()
+    starts = logged_step_starts(log)
+    assert [len(s.history) for s in starts] == [0, 1, 2] and starts[2].history[1] == (
+        log[0].steps[1].observation,
+        "take key",
+    )
+
+    class Replay:
+        name = "replay"
+
+        def act(self, states, rngs):
+            return [log[0].steps[len(s.history)].action for s in states]
+
+    first = [s.action for s in log[0].steps]
+    q = returns_from_starts(LoggedWorld(log, True), Replay(), starts, first, np.full(3, 5), 0.9, 0)
+    assert q == pytest.approx([0.9 * 0.5 + 0.81 * 1.0, 0.5 + 0.9 * 1.0, 1.0])
+    # "look" first, then the agent (which reads the history it was given: one turn more than the log had)
+    looked = returns_from_starts(LoggedWorld(log, True), Replay(), starts[1:2], ["look"], np.array([5]), 0.9, 0)
+    assert looked == pytest.approx([0.9 * 1.0])  # at turn 2 the agent plays the logged turn-2 action, "open door"
+    one = returns_from_starts(LoggedWorld(log, True), Replay(), starts[:2], [None, None], np.array([1, 1]), 0.9, 0)
+    assert one == pytest.approx([0.0, 0.5])  # a budget of one step: its reward alone
+
+
+def test_the_oracle_replays_the_logged_turns_and_its_q_returns_are_the_dp_values():
+    mdp = random_mdp(3)
+    q_table = mdp.q_values(np.full((mdp.n_states, mdp.n_actions), 1 / mdp.n_actions))
+    starts, expected = [], []
+    for seed in range(1500):  # a logged step at turn 1 of each episode, after the logged action a0
+        env = TabularEnv(mdp)
+        r = env.reset(seed)
+        s = env.step("a0")
+        if s.done:
+            continue
+        starts.append(LoggedStart("tabular", s.observation, s.admissible, seed, [(r.observation, "a0")]))
+        expected.append(q_table[1, env.s, 1])
+    world = OracleWorld(lambda: TabularEnv(mdp))
+    state = world.start(starts[0])
+    assert state.observation == starts[0].observation and state.history == starts[0].history
+    world.close()
+    n = len(starts)
+    returns = returns_from_starts(world, UniformPolicy("u"), starts, ["a1"] * n, np.full(n, 10), mdp.gamma, 0)
+    gap = returns - np.array(expected)
+    assert abs(gap.mean()) < 4 * gap.std(ddof=1) / np.sqrt(n), gap.mean()

@@ -67,6 +67,7 @@ class TrajectoryDataModule(L.LightningDataModule):
         self.actions: list[str] = []
         self.tasks: list[str] = []
         self.n_worlds = 0
+        self.world_ids: dict[tuple[str, str], int] = {}
         self.train_items: list[dict] = []
         self.val_items: list[dict] = []
 
@@ -112,6 +113,7 @@ class TrajectoryDataModule(L.LightningDataModule):
         self.actions = list(act_index)
         self.tasks = list(task_index)
         self.n_worlds = len(world_index)
+        self.world_ids = world_index  # (task, first observation) -> world id
 
     def _transitions(self, ep: Episode, obs_id, act_id, task: int, world: int) -> list[dict]:
         obs = [obs_id(s.observation) for s in ep.steps] + [obs_id(ep.final_observation)]

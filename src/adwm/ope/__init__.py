@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from adwm.ope.base import Estimate, Estimator, OPEData, QValues
 from adwm.ope.doubly_robust import DoublyRobust
 from adwm.ope.importance import ImportanceSampling
+from adwm.ope.magic import Magic
 from adwm.ope.model_based import ModelEstimate
 
 ESTIMATORS: dict[str, Callable[[float | None], Estimator]] = {
@@ -18,8 +19,17 @@ ESTIMATORS: dict[str, Callable[[float | None], Estimator]] = {
     "dr": lambda clip: DoublyRobust(clip=clip),
     "wdr": lambda clip: DoublyRobust(weighted=True, clip=clip),
     "fqe": lambda clip: ModelEstimate(name="fqe", q_model="fqe"),
+    # the world model as the model part (ope/simulated.py): its simulations of the agent from the logged steps
+    "adwm_dr": lambda clip: DoublyRobust(name=_named("adwm_dr", clip), clip=clip, q_model="adwm"),
+    "adwm_wdr": lambda clip: DoublyRobust(name=_named("adwm_wdr", clip), weighted=True, clip=clip, q_model="adwm"),
+    "adwm_magic": lambda clip: Magic(name=_named("adwm_magic", clip), clip=clip, q_model="adwm"),
 }
-WEIGHTED = ("is", "pdis", "wis", "wpdis", "dr", "wdr")  # estimators that have clipped variants
+WEIGHTED = ("is", "pdis", "wis", "wpdis", "dr", "wdr", "adwm_dr", "adwm_wdr", "adwm_magic")  # have clipped variants
+SIMULATED = "adwm"  # the action values that come from simulating the agent in the world model
+
+
+def _named(base: str, clip: float | None) -> str:
+    return base if clip is None else f"{base}_clip{clip:g}"
 
 
 def build_estimators(names: Sequence[str], clip: Sequence[float] = (), key: str = "ope.estimators") -> list[Estimator]:
@@ -38,6 +48,7 @@ __all__ = [
     "Estimate",
     "Estimator",
     "ImportanceSampling",
+    "Magic",
     "ModelEstimate",
     "OPEData",
     "QValues",

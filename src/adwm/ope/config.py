@@ -10,6 +10,22 @@ FEATURES = ("world_model", "text")
 
 
 @dataclass
+class SimulatedConfig:
+    """`ope.simulated`: the world model's action values for `adwm_dr`, `adwm_wdr`, `adwm_magic` (ope/simulated.py)."""
+
+    states: int = 256  # logged steps simulated from per policy; 0: every one (no value model)
+    rollouts: int = 2  # per sampled step, for Q(s, a_logged) and for V(s) each
+    ridge: float = 1.0  # L2 penalty of the value model that fills in the steps not simulated
+
+    def __post_init__(self) -> None:
+        if self.states < 0 or self.rollouts < 1 or self.ridge <= 0:
+            raise ValueError(
+                f"ope.simulated: expected states >= 0, rollouts >= 1 and ridge > 0, got {self.states}, "
+                f"{self.rollouts}, {self.ridge}"
+            )
+
+
+@dataclass
 class OPEConfig:
     estimators: list[str] = field(default_factory=lambda: ["is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"])
     clip: list[float] = field(default_factory=list)  # adds `<name>_clip<c>` of each weighted estimator per cap c
@@ -18,6 +34,7 @@ class OPEConfig:
     ridge: float = 1.0  # L2 penalty of the linear Q models (DM, FQE)
     fqe_iterations: int = 0  # 0: until converged (at most the longest episode + 50 backups)
     max_episodes: int = 0  # 0: every logged episode; else the first N (bounds scoring time on long logs)
+    simulated: SimulatedConfig = field(default_factory=SimulatedConfig)
     written_samples: int = 4  # writing (generate-mode) agents: actions written per logged state for E_pi[Q]
     # `<name>_est` beside each importance-weighted baseline: its weights from a behaviour policy estimated on
     # the log (ope/behaviour.py), the only weights a log without behaviour probabilities allows

@@ -99,7 +99,6 @@ def move_to(world: AnalogyWorld, states: list[TextState], picked: dict[int, Prop
         states[i] = p.state
 
 
-@torch.no_grad()
 def rollout_guided_analogy(
     wm,
     world: AnalogyWorld,
@@ -118,6 +117,33 @@ def rollout_guided_analogy(
 ) -> np.ndarray:
     """Discounted returns (n_rollouts,) of `policy` (module docstring), from starts drawn as the text worlds
     draw them; `temperature`: how the next state is picked among the proposals (`pick_probabilities`)."""
+    pick, rngs = drawn_starts(len(starts), n_rollouts, seed)
+    chosen = [starts[i] for i in pick]
+    steps = np.full(n_rollouts, horizon)
+    args = (guidance, sampler, rewards, reward_range, step, temperature)
+    return guided_rollouts(wm, world, policy, chosen, rngs, steps, None, gamma, seed, *args)
+
+
+@torch.no_grad()
+def guided_rollouts(
+    wm,
+    world: AnalogyWorld,
+    policy: Policy,
+    starts: Sequence[LoggedStart],
+    rngs: Sequence[np.random.Generator],
+    steps: np.ndarray,
+    first: Sequence[str | None] | None,
+    gamma: float,
+    seed: int,
+    guidance: GuidanceConfig,
+    sampler: DiffusionSampler,
+    rewards: str = "edits",
+    reward_range: tuple[float, float] | None = None,
+    step: Callable[[int], object] = lambda n: None,
+    temperature: float = 0.0,
+) -> np.ndarray:
+    """One rollout per start (module docstring), the k-th of at most `steps[k]` steps and with `first[k]` as
+    its first action where given (worlds.run_rollouts); the history window starts at the start's text."""
     check_proposal_rewards(rewards)
     if guidance.eta != 0:
         raise ValueError(
@@ -125,23 +151,29 @@ def rollout_guided_analogy(
             "reads text, not latents); set guidance.eta=0"
         )
     wm = wm.eval()
-    pick, rngs = drawn_starts(len(starts), n_rollouts, seed)
+    n_rollouts = len(starts)
     gen = torch.Generator().manual_seed(seed)
     with costs.section("simulate/start"):
-        states = [world.start(starts[i]) for i in pick]
+        states = [world.start(s) for s in starts]
+        for state, s in zip(states, starts):
+            if s.history and not state.history:
+                state.history = list(s.history)
         z = wm.encode([s.observation for s in states])  # the world model keeps each text's latent once fitted
         window = Window.start(z, wm.encode([s.task for s in states]), wm.hparams.window, wm.cfg.d_action)
     alive = np.ones(n_rollouts, dtype=bool)
     returns = np.zeros(n_rollouts)
-    for t in range(horizon):
+    for t in range(int(steps.max(initial=0))):
         live = np.flatnonzero(alive).tolist()
         costs.count("simulate/steps")
         costs.count("simulate/rollout_steps", len(live))
+        forced = {i: first[i] for i in live if first[i] is not None} if t == 0 and first is not None else {}
+        free = [i for i in live if i not in forced]
         seen = [
-            AgentState(states[i].task, states[i].observation, states[i].history, states[i].admissible) for i in live
+            AgentState(states[i].task, states[i].observation, states[i].history, states[i].admissible) for i in free
         ]
         with costs.section("simulate/choose"):
-            chosen = dict(zip(live, policy.act(seen, [rngs[i] for i in live])))
+            chosen = dict(zip(free, policy.act(seen, [rngs[i] for i in free]) if free else []))
+            chosen = {i: forced[i] if i in forced else chosen[i] for i in live}
         with costs.section("simulate/history"):
             c = window.context(wm)
         with costs.section("simulate/denoise"):
@@ -164,7 +196,7 @@ def rollout_guided_analogy(
                 reward[i], done[i] = p.reward, ends[i] < p.done  # the mean reward of the logged outcomes, an end drawn
         for i in picked:
             returns[i] += gamma**t * reward[i]
-            alive[i] = not done[i]
+            alive[i] = not done[i] and t + 1 < steps[i]
         with costs.section("simulate/propose"):
             move_to(world, states, picked)
         step(1)

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from adwm.envs.registry import make_env
 from adwm.guidance.continuation import Continuation, fit_tail_value
 from adwm.models.autoregressive_fit import max_state_pieces
+from adwm.models.proposal_bank import action_ids
 from adwm.policies.config import PolicyConfig
 from adwm.policies.factory import build_policy
 from adwm.policies.llm import LLMPolicy
@@ -30,11 +31,19 @@ from adwm.runtime.progress import bar
 from adwm.simulation.analogy import AnalogyWorld
 from adwm.simulation.autoregressive import AutoregressiveTextWorld, load_or_fit
 from adwm.simulation.config import WORLDS, world_spec
-from adwm.simulation.guided_analogy import rollout_guided_analogy
+from adwm.simulation.guided_analogy import guided_rollouts, rollout_guided_analogy
 from adwm.simulation.readers import DecodedTextReader, NearestTextReader, SoftTokenReader, TextReader
 from adwm.simulation.simulate import agent_writes, simulate, simulation_sampler
-from adwm.simulation.starts import logged_reward_range, logged_starts
-from adwm.simulation.worlds import LoggedWorld, OracleWorld, TextWorld, logged_episode_starts, rollout_world
+from adwm.simulation.starts import Start, logged_reward_range, logged_starts
+from adwm.simulation.worlds import (
+    LoggedStart,
+    LoggedWorld,
+    OracleWorld,
+    TextWorld,
+    logged_episode_starts,
+    returns_from_starts,
+    rollout_world,
+)
 
 
 @dataclass
@@ -69,6 +78,18 @@ class World(ABC):
     @abstractmethod
     def rollout(self, policy: PolicyConfig) -> np.ndarray:
         """Discounted returns (evaluate.simulate.n_rollouts,) of `policy` from the log's starts."""
+
+    @abstractmethod
+    def returns_from(
+        self, policy: PolicyConfig, starts: list[LoggedStart], first: list[str | None] | None = None
+    ) -> np.ndarray:
+        """One discounted return of `policy` per start, in order, from any logged step (its logged turns
+        as the history the agent reads), within the horizon's steps left after that step; where `first[k]`
+        is an action it is taken first and the policy acts from the next step (a return of Q(s, a))."""
+
+    def steps_left(self, starts: list[LoggedStart]) -> np.ndarray:
+        """The steps of the horizon left at each start (at least one)."""
+        return np.array([max(1, self.horizon - len(s.history)) for s in starts])
 
     @classmethod
     def settings(cls, cfg: DictConfig) -> dict:
@@ -137,6 +158,38 @@ class DiffusionWorld(World):
             world=self.own,
         )
 
+    def returns_from(
+        self, policy: PolicyConfig, starts: list[LoggedStart], first: list[str | None] | None = None
+    ) -> np.ndarray:
+        reader, continuation = self.reader_and_continuation(policy)
+        wm, dm = self.inputs.wm, self.inputs.dm
+        steps = self.steps_left(starts)
+        begin = []
+        for k, s in enumerate(starts):
+            ids = None
+            if s.admissible:
+                known = [i for i in action_ids(wm.actions, s.admissible).tolist() if i >= 0]
+                ids = known or None  # none in the world model's vocabulary: it proposes the set
+            opening = s.history[0][0] if s.history else s.observation
+            world = dm.world_ids.get((s.task, opening), -1)
+            act = None if first is None else first[k]
+            begin.append(Start(s.task, s.observation, ids, world, act, int(steps[k])))
+        return simulate(
+            wm,
+            policy,
+            reader,
+            begin,
+            self.sim,
+            self.guidance,
+            self.gamma,
+            int(steps.max()),
+            self.seed,
+            continuation,
+            reward_range=logged_reward_range(dm),
+            world=self.own,
+            in_order=True,
+        )
+
     @classmethod
     def settings(cls, cfg: DictConfig) -> dict:
         return {
@@ -166,6 +219,15 @@ class _TextWorld(World):
     def _rollout(self, agent, starts, step) -> np.ndarray:
         n = self.sim.n_rollouts
         return rollout_world(self.text_world(), agent, starts, n, self.horizon, self.gamma, self.seed, step)
+
+    def returns_from(
+        self, policy: PolicyConfig, starts: list[LoggedStart], first: list[str | None] | None = None
+    ) -> np.ndarray:
+        agent = build_policy(policy, f"family policy '{policy.name}'")
+        return self._returns_from(agent, starts, first, self.steps_left(starts))
+
+    def _returns_from(self, agent, starts, first, steps) -> np.ndarray:
+        return returns_from_starts(self.text_world(), agent, starts, first, steps, self.gamma, self.seed)
 
 
 class OracleTextWorld(_TextWorld):
@@ -240,6 +302,14 @@ class GuidedAnalogyWorld(AnalogyTextWorld):
             step,
             own.temperature,
         )
+
+    def _returns_from(self, agent, starts, first, steps) -> np.ndarray:
+        wm, own = self.inputs.wm, self.own
+        sampler = simulation_sampler(wm, own.sampler_steps, "evaluate.guided_analogy.sampler_steps")
+        reward_range = logged_reward_range(self.inputs.dm) if own.clip_rewards else None
+        rngs = [np.random.default_rng((self.seed, 13, k)) for k in range(len(starts))]
+        args = (self.guidance, sampler, own.rewards, reward_range, lambda n: None, own.temperature)
+        return guided_rollouts(wm, self.world, agent, starts, rngs, steps, first, self.gamma, self.seed, *args)
 
     @classmethod
     def settings(cls, cfg: DictConfig) -> dict:

@@ -50,8 +50,10 @@ def simulate(
     continuation: Continuation | None = None,
     reward_range: tuple[float, float] | None = None,
     world: DiffusionConfig | None = None,
+    in_order: bool = False,
 ) -> np.ndarray:
-    """Discounted returns (n_rollouts,) of `policy` simulated in `world_model`.
+    """Discounted returns (n_rollouts,) of `policy` simulated in `world_model`, from starts drawn with
+    replacement; with `in_order`, one rollout per start in order (`cfg.n_rollouts` is not read).
 
     `reader` turns latents into candidate scores (None for a uniform policy); `continuation`
     builds log C for guidance (None: continuation guidance off); `reward_range` (the logged rewards'
@@ -72,10 +74,13 @@ def simulate(
     wm = world_model.eval()
     sampler = simulation_sampler(wm, cfg.sampler_steps)
     gen = torch.Generator().manual_seed(seed)
-    pick = np.random.default_rng(seed).integers(0, len(starts), size=sim.n_rollouts)
+    if in_order:
+        pick = np.arange(len(starts))
+    else:
+        pick = np.random.default_rng(seed).integers(0, len(starts), size=sim.n_rollouts)
     writes = agent_writes(wm, policy, cfg)
     returns = []
-    batches = range(0, sim.n_rollouts, sim.batch_size)
+    batches = range(0, len(pick), sim.batch_size)
     with bar(len(batches) * horizon, f"simulate {policy.name}", "step") as shown:
         for lo in batches:
             batch = [starts[i] for i in pick[lo : lo + sim.batch_size]]
@@ -178,6 +183,8 @@ def _rollout_batch(
     # of each rollout (oldest first; the last is the current state's)
     seen = [[s.observation] for s in starts] if getattr(reader, "keeps_texts", False) else None
     alive = torch.ones(b, dtype=torch.bool)
+    forced = {i: s.first for i, s in enumerate(starts) if s.first is not None}
+    limit = torch.tensor([s.steps or horizon for s in starts])  # each rollout's most steps
     ret = torch.zeros(b, dtype=torch.float64)
     paid = torch.zeros(b, len(wm.actions), dtype=torch.bool) if cfg.pay_once else None  # actions that paid
     guided = {int(t) for t in sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
@@ -201,6 +208,13 @@ def _rollout_batch(
                 current = None if seen is None else [r[-1] for r in seen]
                 ids = chosen_actions(wm, policy, reader, z, tasks, cand, live, gen, current)  # (B,) vocabulary indices
                 a = vocab[ids]  # (B, d_a)
+            if t == 0 and forced:  # a start's own first action (a return of Q(s, a))
+                rows, texts = list(forced), list(forced.values())
+                ids[rows] = known = action_ids(wm.actions, texts)
+                a = a.clone()
+                a[rows] = torch.where(
+                    (known >= 0)[:, None].to(a.device), vocab[known.clamp_min(0)], wm.embed_actions(texts)
+                )
         # (2) guided denoising of z_{t+1}: Theorem 1's tilt by importance resampling, or the gradient step
         tilt = continuation is not None and bool(guided) and cand is not None
         if tilt and guidance.method == "resample":
@@ -232,7 +246,7 @@ def _rollout_batch(
         if cfg.pay_once:
             reward = _paid_once(reward, ids, paid)
         ret += alive.double() * gamma**t * reward.double()
-        alive &= ~done
+        alive &= ~done & (t + 1 < limit)
         step(1)
         if not alive.any():
             break

@@ -14,6 +14,8 @@ class Start:
     observation: str
     admissible: list[int] | None  # logged-action ids; None: not logged, the world model proposes the set
     world: int = -1  # the logged world it starts in (the data module's world id; -1: none)
+    first: str | None = None  # an action the rollout takes first (a return of Q(s, a)); None: the agent's
+    steps: int = 0  # the most steps the rollout takes (a start at a later logged step); 0: the horizon
 
 
 def logged_starts(dm) -> list[Start]:

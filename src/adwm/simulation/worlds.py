@@ -33,18 +33,31 @@ from adwm.policies.base import AgentState, Policy
 
 @dataclass
 class LoggedStart:
-    """A logged episode's first step: what a rollout starts from."""
+    """A logged step a rollout starts from: an episode's first, or any later one with the logged turns before
+    it (`history`: (observation, action) pairs; the oracle replays their actions)."""
 
     task: str
     observation: str
     admissible: list[str] | None
     seed: int  # the environment seed of the logged episode (the oracle resets to it)
+    history: list[tuple[str, str]] = field(default_factory=list)
 
 
 def logged_episode_starts(episodes: Sequence[Episode]) -> list[LoggedStart]:
     if not episodes:
         raise ValueError("no logged episode to start rollouts from")
     return [LoggedStart(ep.task, ep.steps[0].observation, ep.steps[0].admissible, ep.seed) for ep in episodes]
+
+
+def logged_step_starts(episodes: Sequence[Episode]) -> list[LoggedStart]:
+    """Every logged step as a start, episode-major, with the logged turns before it."""
+    out = []
+    for ep in episodes:
+        history: list[tuple[str, str]] = []
+        for step in ep.steps:
+            out.append(LoggedStart(ep.task, step.observation, step.admissible, ep.seed, list(history)))
+            history.append((step.observation, step.action))
+    return out
 
 
 @dataclass
@@ -77,7 +90,15 @@ class OracleWorld:
             self.free.append(self.made[-1])
         env = self.free.pop()
         r = env.reset(start.seed)
-        return TextState(r.task, r.observation, None if r.admissible is None else list(r.admissible), [], env)
+        for k, (_, action) in enumerate(start.history):  # a later logged step: its logged actions replayed
+            r = env.step(action)
+            if r.done and k + 1 < len(start.history):
+                raise ValueError(
+                    f"oracle: replaying the logged actions of the episode of seed {start.seed} ended it at turn "
+                    f"{k}, before the logged step {len(start.history)} (is the environment deterministic?)"
+                )
+        adm = None if r.admissible is None else list(r.admissible)
+        return TextState(start.task if start.history else r.task, r.observation, adm, list(start.history), env)
 
     def step(self, state: TextState, action: str, rng: np.random.Generator) -> tuple[TextState, float, bool]:
         s = state.handle.step(action)
@@ -226,17 +247,56 @@ def rollout_world(
     """Discounted returns (n_rollouts,) of `policy` in `world` from logged starts drawn with replacement
     (the draw of `simulate`'s); one numpy generator a rollout draws its actions and the world's choices."""
     pick, rngs = drawn_starts(len(starts), n_rollouts, seed)
+    steps = np.full(n_rollouts, horizon)
+    return run_rollouts(world, policy, [starts[i] for i in pick], rngs, steps, gamma, None, step)
+
+
+def returns_from_starts(
+    world: TextWorld,
+    policy: Policy,
+    starts: Sequence[LoggedStart],
+    first: Sequence[str | None] | None,
+    steps: np.ndarray,
+    gamma: float,
+    seed: int,
+) -> np.ndarray:
+    """One discounted return per start, in order (a start at a later logged step: discounted from that
+    step), of at most `steps[k]` steps; where `first[k]` is an action, the rollout takes it first and the
+    policy acts from the next step on (a return of Q(s, a) rather than V(s))."""
+    rngs = [np.random.default_rng((seed, 13, k)) for k in range(len(starts))]
+    return run_rollouts(world, policy, starts, rngs, np.asarray(steps), gamma, first)
+
+
+def run_rollouts(
+    world: TextWorld,
+    policy: Policy,
+    starts: Sequence[LoggedStart],
+    rngs: Sequence[np.random.Generator],
+    steps: np.ndarray,
+    gamma: float,
+    first: Sequence[str | None] | None = None,
+    step: Callable[[int], object] = lambda n: None,
+) -> np.ndarray:
+    """The rollout loop of the text worlds: one rollout per start, the k-th of at most `steps[k]` steps,
+    its first action `first[k]` where given; the agent reads each start's logged turns as its history."""
+    n = len(starts)
     batched = hasattr(world, "step_batch")  # a world that advances every live rollout in one pass
-    states = world.start_batch([starts[i] for i in pick]) if batched else [world.start(starts[i]) for i in pick]
-    alive = np.ones(n_rollouts, dtype=bool)
-    returns = np.zeros(n_rollouts)
+    states = world.start_batch(list(starts)) if batched else [world.start(s) for s in starts]
+    for state, s in zip(states, starts):
+        if s.history and not state.history:
+            state.history = list(s.history)
+    alive = np.ones(n, dtype=bool)
+    returns = np.zeros(n)
     try:
-        for t in range(horizon):
+        for t in range(int(steps.max(initial=0))):
             live = np.flatnonzero(alive).tolist()
             seen = [
                 AgentState(states[i].task, states[i].observation, states[i].history, states[i].admissible) for i in live
             ]
-            actions = policy.act(seen, [rngs[i] for i in live])
+            forced = {i: first[i] for i in live if first[i] is not None} if t == 0 and first is not None else {}
+            free = [k for k, i in enumerate(live) if i not in forced]
+            acted = iter(policy.act([seen[k] for k in free], [rngs[live[k]] for k in free]) if free else [])
+            actions = [forced[i] if i in forced else next(acted) for i in live]
             if batched:
                 outcomes = world.step_batch([states[i] for i in live], actions, [rngs[i] for i in live])
             else:
@@ -244,7 +304,7 @@ def rollout_world(
             for i, (state, reward, done) in zip(live, outcomes):
                 states[i] = state
                 returns[i] += gamma**t * reward
-                alive[i] = not done
+                alive[i] = not done and t + 1 < steps[i]
             step(1)
             if not alive.any():
                 break

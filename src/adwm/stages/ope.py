@@ -23,7 +23,7 @@ from adwm.data.schema import read_episodes
 from adwm.evaluation.family import family_policies
 from adwm.evaluation.ground_truth import true_values
 from adwm.evaluation.metrics import family_metrics
-from adwm.ope import build_estimators
+from adwm.ope import SIMULATED, build_estimators
 from adwm.ope.behaviour import fit_behaviour
 from adwm.ope.config import OPEConfig
 from adwm.ope.features import StepFeatures, default_text_model, sentence_embeddings, world_model_embeddings
@@ -40,9 +40,10 @@ from adwm.ope.logged import (
     writes,
     writing_log_probs,
 )
+from adwm.ope.simulated import SimulatedValues, sample_steps, simulated_q_values
 from adwm.policies.loading import model_fingerprint
 from adwm.runtime.atomic import read_json, update_json
-from adwm.runtime.cache import entry_matches
+from adwm.runtime.cache import as_json, entry_matches
 from adwm.runtime.checkpoints import load_checkpoint
 from adwm.runtime.faults import reached
 from adwm.runtime.progress import bar, say
@@ -82,6 +83,15 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
     }
     if ocfg.features == "world_model" and Path(ocfg.world_model).is_file():
         common["world_model_mtime"] = Path(ocfg.world_model).stat().st_mtime_ns
+    simulating = any(e.requires() == SIMULATED for e in estimators)
+    if simulating:  # the world the agent is simulated in, as `adwm evaluate` builds it
+        from adwm.simulation.registry import world_class
+        from adwm.stages.evaluate import _world_model_path
+
+        wm_path = _world_model_path(OmegaConf.to_object(cfg.evaluate), cfg.data.log)
+        common["world"] = as_json(world_class(cfg.evaluate.world).settings(cfg))
+        common["world"] |= {"path": str(wm_path), "mtime": wm_path.stat().st_mtime_ns}
+        common["world"]["simulate"] = OmegaConf.to_container(cfg.evaluate.simulate)
     ctx = None
     shown = bar(len(family), "baselines", "policy")
     for k, pcfg in enumerate(family):
@@ -96,6 +106,7 @@ def run_baselines(cfg: DictConfig, progress: bool = True) -> Path:
             ctx = _Context(
                 ocfg, log, cfg.env.gamma, cfg.env.max_steps, Path(ocfg.scores), models, estimated, cfg.env.name
             )
+            ctx.full = cfg if simulating else None
         identical = {b.policy.name for b in behaviour if same_policy(b.policy, pcfg)}
         done[pcfg.name] = {**ctx.estimate(pcfg, estimators, cfg.seed, identical), "settings": settings}
         done[pcfg.name]["seconds"] = round(time.time() - start, 3)
@@ -147,6 +158,7 @@ class _Context:
         st = log.stat()
         self.scores = ScoreCache(folder, f"{log.resolve()}:{st.st_size}:{st.st_mtime_ns}:{len(episodes)}")
         self.features = self.ds = self.ridge = self.behaviour = None
+        self.full = None  # the composed config, where the world model's action values are simulated
         if models or estimated:
             self.features = StepFeatures(self.states, self.actions, horizon, _embedder(cfg))
         if estimated:  # one behaviour model per log, fitted on every logged step
@@ -190,6 +202,8 @@ class _Context:
                 phi_pi = self.features.expected(dists)
             data.q["dm"] = fit_return_regression(self.ds, phi_pi, self.gamma, self.ridge)
             data.q["fqe"], info = fit_fqe(self.ds, phi_pi, self.gamma, self.ridge, self.cfg.fqe_iterations)
+            if any(e.requires() == SIMULATED for e in estimators):
+                data.q[SIMULATED], simulated = self.simulated(pcfg, phi_pi, seed)
         estimated = None
         if self.behaviour is not None:
             estimated = ope_data(self.episodes, log_pi, self.gamma, behaviour=self.behaviour.log_probs)
@@ -201,6 +215,27 @@ class _Context:
             ci = e.interval(on, 1 - self.cfg.ci_level, self.cfg.ci_resamples, seed)
             out[e.name] = {"J_hat": d.value, "ci": [ci["low"], ci["high"]], "ess": d.ess, "flag": d.flag}
         result = {"estimators": out, "n_episodes": data.n, "fqe": info}
+        if SIMULATED in data.q:
+            result["simulated"] = simulated
         if self.behaviour is not None:
             result["behaviour_model"] = self.behaviour_info
         return result
+
+    def simulated(self, pcfg, phi_pi: np.ndarray, seed: int):
+        """The world model's Q and V of the agent on the logged steps (ope/simulated.py), from `rollouts`
+        simulations each of Q(s, a_logged) and V(s) at a sample of the logged steps, in one batch."""
+        from adwm.simulation.worlds import logged_step_starts
+        from adwm.stages.evaluate import _world_model_path, loaded_world
+
+        sc, full = self.cfg.simulated, self.full
+        start = time.time()
+        world = loaded_world(full, _world_model_path(OmegaConf.to_object(full.evaluate), full.data.log))
+        index = sample_steps(len(self.states), sc.states, seed)
+        every = logged_step_starts(self.episodes)
+        starts = [every[k] for k in index for _ in range(sc.rollouts)]
+        first = [self.actions[k] for k in index for _ in range(sc.rollouts)]
+        returns = world.returns_from(pcfg, starts + starts, first + [None] * len(starts))
+        q, v = returns.reshape(2, len(index), sc.rollouts).mean(-1)
+        values, info = simulated_q_values(self.ds, phi_pi, SimulatedValues(index, q, v), sc.ridge, seed=seed)
+        info |= {"rollouts": sc.rollouts, "world": full.evaluate.world, "seconds": round(time.time() - start, 2)}
+        return values, info
