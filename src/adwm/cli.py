@@ -90,6 +90,14 @@ COMMANDS = {
         "hub=true. J_hat and its CI per agent accumulate in `evaluate_log.out` (default "
         "<run.dir>/estimates.json; the world model and projectors under run.dir); its path is printed last.",
     ),
+    "credit": (
+        "Per-step credit of logged episodes: which step lost an episode, by the agent's simulated value.",
+        "`adwm credit data.log=<episodes.jsonl> [credit.agent=<agent>]`: for each step of the chosen episodes "
+        "(`credit.episodes`, or the `credit.n_episodes` of lowest return), the agent's value V(s_t) simulated in "
+        "the world of `evaluate.world` (normalised to [0, 1] by `credit.value_range` or the log's return range), "
+        "the credit r_t + gamma V(s_t+1) - V(s_t) of the logged action and the value of the agent's preferred "
+        "action; rows to `<credit.out>/credit.jsonl`, a plot per episode to `<credit.out>/plots`. Its path is printed last.",
+    ),
     "quickstart": (
         "The main job end to end on the configured environment.",
         "Trains the agents of `agent.variants`, collects behaviour logs, measures ground truth for the "
@@ -145,6 +153,7 @@ OUTPUTS = {
     "ope": [("ope.out", _FILES)],
     "benchmark": [("benchmark.out", _DIRS)],
     "evaluate-log": [("evaluate_log.out", _FILES), ("run.dir", _DIRS)],
+    "credit": [("credit.out", _DIRS)],
 }
 OUTPUTS["quickstart"] = [
     *(o for c in ("train-agent", "collect", "ground-truth", "fit", "evaluate", "ope") for o in OUTPUTS[c]),
@@ -172,7 +181,7 @@ def _check_playable(command: str, cfg) -> None:
     if cfg.env.name == LOG_ONLY and command in PLAYS_EPISODES:
         raise ConfigError(
             f"env.name: `adwm {command}` plays episodes, and env=log is a log with no environment behind it; "
-            "expected a real environment, or a command that reads only the log (fit, evaluate-log, evaluate, ope)"
+            "expected a real environment, or a command that reads only the log (fit, evaluate-log, evaluate, ope, credit)"
         )
 
 
@@ -252,6 +261,10 @@ def _dispatch(command: str, cfg, overrides: list[str]):
         from adwm.stages.evaluate_log import evaluate_log
 
         return evaluate_log(cfg, overrides)
+    elif command == "credit":
+        from adwm.stages.credit import credit
+
+        return credit(cfg)
     elif command == "quickstart":
         from adwm.stages.pipeline import quickstart
 

@@ -25,6 +25,7 @@ from adwm.simulation.config import world_spec
 from adwm.stages.config import (
     AgentConfig,
     CollectConfig,
+    CreditConfig,
     EvaluateConfig,
     EvaluateLogConfig,
     FitConfig,
@@ -149,6 +150,7 @@ class AppConfig:
     guidance: GuidanceConfig = field(default_factory=GuidanceConfig)  # omega, eta of the guided sampler
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)  # simulated rollouts, tail value
     ablation: AblationConfig = field(default_factory=AblationConfig)  # defaults = the full method
+    credit: CreditConfig = field(default_factory=CreditConfig)
     evaluate_log: EvaluateLogConfig = field(
         default_factory=EvaluateLogConfig
     )  # `adwm evaluate-log`: one's own agents on one's own log

@@ -42,6 +42,43 @@ def plot_scatter(rows: Sequence[dict], path: Path, title: str) -> None:
     save_figure(fig, path)
 
 
+def plot_credit(rows: Sequence[dict], path: Path, title: str, drops: int = 2) -> None:
+    """An episode's V(s_t) over its steps, the value after each step (its reward counted in), the agent's
+    preferred action's value, and its `drops` most negative credits marked with their actions."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = np.array([r["t"] for r in rows])
+    v = np.array([r["V"] for r in rows])
+    after = v + np.array([r["credit"] for r in rows])
+    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(rows)), 3.6))
+    ax.plot(t, v, marker="o", ms=3, label="V(s_t)")
+    ax.step(t + 1, after, where="pre", color="grey", lw=0.8, alpha=0.7, label="after the step")
+    ax.plot(t, [r["Q_preferred"] for r in rows], ls=":", lw=1, label="agent's preferred action")
+    worst = sorted(rows, key=lambda r: r["credit"])[:drops]
+    for r in worst:
+        if r["credit"] < 0:
+            ax.annotate(
+                f"{r['action'][:28]} ({r['credit']:+.2f})",
+                (r["t"], r["V"]),
+                xytext=(0, -22),
+                textcoords="offset points",
+                fontsize=7,
+                color="crimson",
+                arrowprops={"arrowstyle": "->", "color": "crimson"},
+            )
+            ax.plot([r["t"]], [r["V"]], "v", color="crimson")
+    ax.set_ylim(-0.15, 1.05)
+    ax.set_xlabel("step")
+    ax.set_ylabel("value (normalised)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
 def save_figure(fig, path: Path) -> None:
     import matplotlib.pyplot as plt
 

@@ -199,3 +199,28 @@ class EvaluateLogConfig:
     # the agents to estimate: a model folder (save_pretrained), a .gguf file, or a Hugging Face name (hub=true)
     agents: list[str] = field(default_factory=list)
     out: str = "${run.dir}/estimates.json"  # every agent's J_hat, accumulated over runs
+
+
+@dataclass
+class CreditConfig:
+    """`adwm credit` (stages/credit.py): per-step credit of the logged actions by the agent's simulated value."""
+
+    # the agent whose value is simulated: a model folder, a .gguf file, or a Hugging Face name (hub=true), as
+    # in evaluate_log.agents; "" = the configured `policy`
+    agent: str = ""
+    episodes: list[int] = field(default_factory=list)  # log indices (0-based); empty: the `n_episodes` lowest returns
+    n_episodes: int = 4
+    rollouts: int = 16  # simulated returns a logged step, for V(s) and for the agent's preferred action each
+    # [low, high]: the returns that map to V = 0 and V = 1; empty = the log's range of discounted episode returns
+    value_range: list[float] = field(default_factory=list)
+    drops: int = 2  # the most negative credits an episode's plot marks
+    out: str = "${run.dir}"  # credit.jsonl (a line a step, appended an episode at a time) and plots/
+
+    def __post_init__(self) -> None:
+        at_least(self, "credit", 1, ("n_episodes", "rollouts"))
+        at_least(self, "credit", 0, ("drops",))
+        for k, i in enumerate(self.episodes):
+            require(i >= 0, f"credit.episodes[{k}]", i, "a log index >= 0")
+        if self.value_range:
+            ok = len(self.value_range) == 2 and self.value_range[0] < self.value_range[1]
+            require(ok, "credit.value_range", self.value_range, "[low, high] with low < high, or [] (the log's range)")
