@@ -60,7 +60,9 @@ def test_quickstart_end_to_end_on_smoke_config(smoke_run, capsys, tmp_path, one_
     resolved = OmegaConf.load(config)
     assert resolved.run.dir == str(smoke_run / "quickstart") and resolved.world_model.d_action == 16
     estimators = ["adwm", "adwm_sim", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
+    estimators += ["adwm_dr", "adwm_wdr", "adwm_magic"]  # the world model as the model part
     estimators += ["is_est", "pdis_est", "wis_est", "wpdis_est", "dr_est", "wdr_est"]  # on the estimated behaviour
+    estimators += ["adwm_dr_est", "adwm_wdr_est", "adwm_magic_est"]
     assert list(summary["metrics"]) == estimators
     for est in estimators:
         assert set(summary["metrics"][est]) >= {"spearman", "kendall", "regret_at_1", "nrmse", "regret_at_3"}

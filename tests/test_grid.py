@@ -18,7 +18,9 @@ from adwm.config import load_config
 from adwm.sweeps.grid import _phases, expand, load_spec
 
 ESTIMATORS = ["adwm", "adwm_sim", "is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"]
+ESTIMATORS += ["adwm_dr", "adwm_wdr", "adwm_magic"]  # the world model as the model part
 ESTIMATORS += ["is_est", "pdis_est", "wis_est", "wpdis_est", "dr_est", "wdr_est"]  # on the estimated behaviour
+ESTIMATORS += ["adwm_dr_est", "adwm_wdr_est", "adwm_magic_est"]
 
 
 def _grid_file(tmp_path, workers: int = 1, logger: str = "") -> str:

@@ -13,7 +13,7 @@ FEATURES = ("world_model", "text")
 class SimulatedConfig:
     """`ope.simulated`: the world model's action values for `adwm_dr`, `adwm_wdr`, `adwm_magic` (ope/simulated.py)."""
 
-    states: int = 256  # logged steps simulated from per policy; 0: every one (no value model)
+    states: int = 64  # logged steps simulated from per policy; 0: every one (no value model)
     rollouts: int = 2  # per sampled step, for Q(s, a_logged) and for V(s) each
     ridge: float = 1.0  # L2 penalty of the value model that fills in the steps not simulated
 
@@ -27,7 +27,21 @@ class SimulatedConfig:
 
 @dataclass
 class OPEConfig:
-    estimators: list[str] = field(default_factory=lambda: ["is", "pdis", "wis", "wpdis", "dm", "dr", "wdr", "fqe"])
+    estimators: list[str] = field(
+        default_factory=lambda: [
+            "is",
+            "pdis",
+            "wis",
+            "wpdis",
+            "dm",
+            "dr",
+            "wdr",
+            "fqe",
+            "adwm_dr",
+            "adwm_wdr",
+            "adwm_magic",
+        ]
+    )
     clip: list[float] = field(default_factory=list)  # adds `<name>_clip<c>` of each weighted estimator per cap c
     features: str = "world_model"  # world_model: the fitted world model's frozen encoder; text: `text_model`
     text_model: str = ""  # features=text: a Hugging Face encoder folder; "" = the packaged all-MiniLM-L6-v2

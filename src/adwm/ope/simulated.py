@@ -3,10 +3,12 @@
 The evaluated agent is simulated from a sample of the logged steps (`ope.simulated.states`; 0: every one):
 from each, `rollouts` returns with the logged action taken first (Q(s_t, a_t)) and as many with the agent
 acting from the start (V(s_t)). Where every logged step was simulated, Q and V are the simulations' means.
-Elsewhere a small value model fills them in: one ridge regression, on the (state, action) features the
-linear baselines use, of the simulated Q returns on phi(s, a_t) and of the simulated V returns on
-E_{a~pi} phi(s, a) (a linear Q makes V its expectation under the agent). At the sampled steps the
-simulations' own means are used. `cv` is the value model's error against the simulations on held-out
+Elsewhere a small value model fills them in: one ridge regression of the simulated returns on three
+features of the step, [1, FQE's value there, t / T] (FQE's Q(s_t, a_t) for a Q return, its V(s_t) for a
+V return): the simulations recalibrate FQE's reading of the state to the world model's, with three
+parameters that a few hundred simulations determine (the linear baselines' own (state, action) features
+have hundreds of dimensions, more than the sample). At the sampled steps the simulations' own means
+are used. `cv` is the value model's error against the simulations on held-out
 sampled steps (K-fold), the price of not simulating every step.
 """
 
@@ -35,6 +37,14 @@ def sample_steps(n_steps: int, states: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng((seed, 17)).choice(n_steps, size=states, replace=False))
 
 
+def value_features(ds: QDataset, reference: QValues) -> tuple[np.ndarray, np.ndarray]:
+    """(M, 3) rows of the value model for Q returns and for V returns (module docstring), episode-major."""
+    t = ds.t / max(1, int(ds.t.max()) + 1)
+    ones = np.ones(len(t))
+    q_ref, v_ref = reference.q_logged[ds.episode, ds.t], reference.v[ds.episode, ds.t]
+    return np.stack([ones, q_ref, t], 1), np.stack([ones, v_ref, t], 1)
+
+
 def _fit(phi: np.ndarray, phi_pi: np.ndarray, sims: SimulatedValues, rows: np.ndarray, ridge: float) -> np.ndarray:
     design = np.concatenate([phi[sims.index[rows]], phi_pi[sims.index[rows]]])
     target = np.concatenate([sims.q[rows], sims.v[rows]])
@@ -42,17 +52,19 @@ def _fit(phi: np.ndarray, phi_pi: np.ndarray, sims: SimulatedValues, rows: np.nd
 
 
 def simulated_q_values(
-    ds: QDataset, phi_pi: np.ndarray, sims: SimulatedValues, ridge: float, folds: int = 5, seed: int = 0
+    ds: QDataset, reference: QValues, sims: SimulatedValues, ridge: float, folds: int = 5, seed: int = 0
 ) -> tuple[QValues, dict]:
-    """Q(s_t, a_t) and V(s_t) on every logged step (module docstring) -> (QValues, info with the value
-    model's held-out error where it is used)."""
+    """Q(s_t, a_t) and V(s_t) on every logged step (module docstring; `reference`: FQE's values on the
+    logged steps) -> (QValues, info with the value model's held-out error where it is used)."""
     m = len(ds.reward)
     q, v = np.empty(m), np.empty(m)
     info: dict = {"simulated_steps": len(sims.index), "logged_steps": m}
     if len(sims.index) < m:
-        theta = _fit(ds.phi, phi_pi, sims, np.arange(len(sims.index)), ridge)
-        q, v = ds.phi @ theta, phi_pi @ theta
-        info["value_model"] = _cross_validated(ds.phi, phi_pi, sims, ridge, folds, seed)
+        phi, phi_pi = value_features(ds, reference)
+        theta = _fit(phi, phi_pi, sims, np.arange(len(sims.index)), ridge)
+        q, v = phi @ theta, phi_pi @ theta
+        info["value_model"] = _cross_validated(phi, phi_pi, sims, ridge, folds, seed)
+        info["value_model"]["coefficients"] = [round(float(c), 4) for c in theta]
     q[sims.index], v[sims.index] = sims.q, sims.v
     return QValues(q_logged=ds.pad(q), v=ds.pad(v)), info
 

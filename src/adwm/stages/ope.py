@@ -203,7 +203,7 @@ class _Context:
             data.q["dm"] = fit_return_regression(self.ds, phi_pi, self.gamma, self.ridge)
             data.q["fqe"], info = fit_fqe(self.ds, phi_pi, self.gamma, self.ridge, self.cfg.fqe_iterations)
             if any(e.requires() == SIMULATED for e in estimators):
-                data.q[SIMULATED], simulated = self.simulated(pcfg, phi_pi, seed)
+                data.q[SIMULATED], simulated = self.simulated(pcfg, data.q["fqe"], seed)
         estimated = None
         if self.behaviour is not None:
             estimated = ope_data(self.episodes, log_pi, self.gamma, behaviour=self.behaviour.log_probs)
@@ -221,7 +221,7 @@ class _Context:
             result["behaviour_model"] = self.behaviour_info
         return result
 
-    def simulated(self, pcfg, phi_pi: np.ndarray, seed: int):
+    def simulated(self, pcfg, fqe, seed: int):
         """The world model's Q and V of the agent on the logged steps (ope/simulated.py), from `rollouts`
         simulations each of Q(s, a_logged) and V(s) at a sample of the logged steps, in one batch."""
         from adwm.simulation.worlds import logged_step_starts
@@ -236,6 +236,6 @@ class _Context:
         first = [self.actions[k] for k in index for _ in range(sc.rollouts)]
         returns = world.returns_from(pcfg, starts + starts, first + [None] * len(starts))
         q, v = returns.reshape(2, len(index), sc.rollouts).mean(-1)
-        values, info = simulated_q_values(self.ds, phi_pi, SimulatedValues(index, q, v), sc.ridge, seed=seed)
+        values, info = simulated_q_values(self.ds, fqe, SimulatedValues(index, q, v), sc.ridge, seed=seed)
         info |= {"rollouts": sc.rollouts, "world": full.evaluate.world, "seconds": round(time.time() - start, 2)}
         return values, info
