@@ -158,7 +158,7 @@ def test_huge_log_ratios_never_overflow():
     lr = rng.choice([-300.0, 300.0], size=(20, 5))
     data = OPEData(rewards=rng.uniform(0, 1, (20, 5)), mask=np.ones((20, 5), bool), log_ratio=lr, gamma=0.95)
     qv = QValues(np.full((20, 5), 0.5), np.full((20, 5), 0.5))
-    data.q["fqe"] = data.q["dm"] = qv
+    data.q["fqe"] = data.q["dm"] = data.q["adwm"] = qv
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for est in build_estimators(list(ESTIMATORS)):

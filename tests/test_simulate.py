@@ -783,3 +783,29 @@ def test_with_reencode_the_heads_read_the_encoding_of_the_text_written(world, mo
         simulate(wm, pcfg, FixedReader(), starts, sim, GuidanceConfig(eta=0.0), 0.95, 2, 0, world=cfg)
         close = torch.allclose(seen[0], target.expand_as(seen[0]), atol=1e-5)
         assert close == reencode
+
+
+def test_starts_in_order_with_their_own_first_action_and_budget(world, monkeypatch):
+    """`in_order`: one rollout per start; `Start.steps` caps a rollout's steps (a later logged step) and
+    `Start.first` is the action its first transition reads (a return of Q(s, a))."""
+    wm, dm = world
+    uniform, starts = PolicyConfig(name="u", kind="uniform"), logged_starts(dm)[:5]
+    sim, g = SimulateConfig(n_rollouts=99), GuidanceConfig(eta=0.0)
+    one_step = simulate(wm, uniform, None, starts, sim, g, 0.9, 1, 3, in_order=True)
+    assert one_step.shape == (5,)  # n_rollouts is not read
+    capped = [dataclasses.replace(s, steps=1) for s in starts]
+    np.testing.assert_array_equal(simulate(wm, uniform, None, capped, sim, g, 0.9, 3, 3, in_order=True), one_step)
+    action = wm.actions[1]
+    read = []
+    transition = wm.heads.transition
+
+    def recorded(z_next, c, a):
+        read.append(a.clone())
+        return transition(z_next, c, a)
+
+    monkeypatch.setattr(wm.heads, "transition", recorded)
+    forced = [dataclasses.replace(s, first=action) for s in starts]
+    simulate(wm, uniform, None, forced, sim, g, 0.9, 2, 3, in_order=True)
+    vocab = wm.vocab_embeddings()
+    torch.testing.assert_close(read[0], vocab[[1] * 5])  # every rollout's first step: the given action
+    assert not torch.equal(read[1], vocab[[1] * 5])  # then the agent's own draws

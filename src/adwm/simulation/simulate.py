@@ -184,7 +184,8 @@ def _rollout_batch(
     seen = [[s.observation] for s in starts] if getattr(reader, "keeps_texts", False) else None
     alive = torch.ones(b, dtype=torch.bool)
     forced = {i: s.first for i, s in enumerate(starts) if s.first is not None}
-    limit = torch.tensor([s.steps or horizon for s in starts])  # each rollout's most steps
+    # a start's own budget of steps (a later logged step); the others run to the loop's end as before
+    limit = torch.tensor([s.steps or horizon + 1 for s in starts])
     ret = torch.zeros(b, dtype=torch.float64)
     paid = torch.zeros(b, len(wm.actions), dtype=torch.bool) if cfg.pay_once else None  # actions that paid
     guided = {int(t) for t in sampler.timesteps[-guidance.steps :]} if guidance.steps > 0 else set()
