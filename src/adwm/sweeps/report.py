@@ -43,9 +43,15 @@ ESTIMATOR_NOTE = (
 )
 
 
+def is_adwm(name: str) -> bool:
+    """Whether a row is ADWM's own estimate (`adwm`, `adwm_sim`), which has a row per grid variant; the
+    `adwm_dr`-style baselines that read the world model are baselines, shown once."""
+    return name in ("adwm", "adwm_sim")
+
+
 def estimator_rank(name: str) -> int:
     """Table order: ADWM uncalibrated first, then calibrated ADWM, then the baselines (each in its order)."""
-    return 0 if name.startswith("adwm_sim") else 1 if name.startswith("adwm") else 2
+    return 0 if name == "adwm_sim" else 1 if name == "adwm" else 2
 
 
 def estimate_rows(summary: dict, labels: dict) -> list[dict]:
@@ -277,7 +283,7 @@ def estimates_table(rows: list[dict]) -> str:
     """Policies as rows; J with its standard error, then ADWM per variant and each baseline."""
 
     def column(r: dict) -> str:
-        adwm = r["estimator"].startswith("adwm")  # adwm, and adwm_sim when calibrated
+        adwm = is_adwm(r["estimator"])
         return f"{r['estimator']} ({r['variant']})" if adwm and "variant" in r else r["estimator"]
 
     cols = list(dict.fromkeys(column(r) for r in rows))

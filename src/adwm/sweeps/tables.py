@@ -27,6 +27,7 @@ from adwm.sweeps.report import (
     estimates_table,
     estimator_rank,
     fidelity_rows,
+    is_adwm,
     markdown_table,
     mean_ci_table,
     metric_rows,
@@ -59,7 +60,7 @@ def _rows(spec, runs: list, finished: list[bool]) -> tuple[list, list, list, lis
         for row in metric_rows(summary, labels):
             if by_cell:
                 met_rows.append(row)
-            elif row["estimator"].startswith("adwm"):  # adwm and, when calibrated, adwm_sim
+            elif is_adwm(row["estimator"]):  # adwm and, when calibrated, adwm_sim
                 met_rows.append({**row, "row": f"{row['estimator']} ({combo})"})
             elif combo == first:
                 met_rows.append({**row, "row": row["estimator"]})
@@ -183,12 +184,12 @@ def write_report(spec, runs: list, finished: list[bool]) -> Path:
         for cell, rows in groups.items():
             plot_scatter(rows, out / f"scatter_{cell}.png", f"J vs J_hat: {cell}")
     else:
-        met_rows.sort(key=lambda r: not r["row"].startswith("adwm"))  # ADWM's variants first (stable otherwise)
+        met_rows.sort(key=lambda r: not is_adwm(r["row"].split(" (")[0]))  # ADWM's variants first (stable otherwise)
         agg = aggregate(met_rows, ("row",), spec.ci_resamples, spec.ci_level)
         parts += ["", metrics_table(agg)]
         for m, _, _ in TABLE_METRICS:
             plot_metric(agg, 0, None, m, out / f"{m}.png")
-        shown = [r for r in est_rows if r["variant"] == first or r["estimator"].startswith("adwm")]
+        shown = [r for r in est_rows if r["variant"] == first or is_adwm(r["estimator"])]
         plot_scatter(shown, out / "scatter.png", f"J vs J_hat: {spec.name}")
         groups = {"": shown}
     if overlap:
