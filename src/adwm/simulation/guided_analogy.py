@@ -35,11 +35,11 @@ from adwm.diffusion.sampler import DiffusionSampler
 from adwm.guidance import guided_eps_fn
 from adwm.guidance.config import GuidanceConfig
 from adwm.models.history import Window
-from adwm.policies.base import AgentState, Policy
+from adwm.policies.base import Policy
 from adwm.runtime import costs
 from adwm.simulation.analogy import AnalogyWorld, Proposal
 from adwm.simulation.config import check_proposal_rewards
-from adwm.simulation.worlds import LoggedStart, TextState, drawn_starts
+from adwm.simulation.worlds import LoggedStart, TextState, act_or_given, drawn_starts, keep_logged_turns
 
 
 def nearest_proposal(sample: torch.Tensor, latents: torch.Tensor) -> int:
@@ -155,9 +155,7 @@ def guided_rollouts(
     gen = torch.Generator().manual_seed(seed)
     with costs.section("simulate/start"):
         states = [world.start(s) for s in starts]
-        for state, s in zip(states, starts):
-            if s.history and not state.history:
-                state.history = list(s.history)
+        keep_logged_turns(states, starts)
         z = wm.encode([s.observation for s in states])  # the world model keeps each text's latent once fitted
         window = Window.start(z, wm.encode([s.task for s in states]), wm.hparams.window, wm.cfg.d_action)
     alive = np.ones(n_rollouts, dtype=bool)
@@ -166,14 +164,8 @@ def guided_rollouts(
         live = np.flatnonzero(alive).tolist()
         costs.count("simulate/steps")
         costs.count("simulate/rollout_steps", len(live))
-        forced = {i: first[i] for i in live if first[i] is not None} if t == 0 and first is not None else {}
-        free = [i for i in live if i not in forced]
-        seen = [
-            AgentState(states[i].task, states[i].observation, states[i].history, states[i].admissible) for i in free
-        ]
         with costs.section("simulate/choose"):
-            chosen = dict(zip(free, policy.act(seen, [rngs[i] for i in free]) if free else []))
-            chosen = {i: forced[i] if i in forced else chosen[i] for i in live}
+            chosen = dict(zip(live, act_or_given(policy, states, live, rngs, first if t == 0 else None)))
         with costs.section("simulate/history"):
             c = window.context(wm)
         with costs.section("simulate/denoise"):

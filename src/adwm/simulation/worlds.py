@@ -267,6 +267,29 @@ def returns_from_starts(
     return run_rollouts(world, policy, starts, rngs, np.asarray(steps), gamma, first)
 
 
+def keep_logged_turns(states: Sequence[TextState], starts: Sequence[LoggedStart]) -> None:
+    """Each state gets its start's logged turns as the history its agent reads, where the world kept none."""
+    for state, s in zip(states, starts):
+        if s.history and not state.history:
+            state.history = list(s.history)
+
+
+def act_or_given(
+    policy: Policy,
+    states: Sequence[TextState],
+    live: Sequence[int],
+    rngs: Sequence[np.random.Generator],
+    given: Sequence[str | None] | None,
+) -> list[str]:
+    """The action of each live rollout: `given[i]` where it is an action, else the policy's draw (it reads
+    only the states it acts in)."""
+    forced = {i: given[i] for i in live if given[i] is not None} if given is not None else {}
+    free = [i for i in live if i not in forced]
+    seen = [AgentState(states[i].task, states[i].observation, states[i].history, states[i].admissible) for i in free]
+    acted = iter(policy.act(seen, [rngs[i] for i in free]) if free else [])
+    return [forced[i] if i in forced else next(acted) for i in live]
+
+
 def run_rollouts(
     world: TextWorld,
     policy: Policy,
@@ -282,21 +305,13 @@ def run_rollouts(
     n = len(starts)
     batched = hasattr(world, "step_batch")  # a world that advances every live rollout in one pass
     states = world.start_batch(list(starts)) if batched else [world.start(s) for s in starts]
-    for state, s in zip(states, starts):
-        if s.history and not state.history:
-            state.history = list(s.history)
+    keep_logged_turns(states, starts)
     alive = np.ones(n, dtype=bool)
     returns = np.zeros(n)
     try:
         for t in range(int(steps.max(initial=0))):
             live = np.flatnonzero(alive).tolist()
-            seen = [
-                AgentState(states[i].task, states[i].observation, states[i].history, states[i].admissible) for i in live
-            ]
-            forced = {i: first[i] for i in live if first[i] is not None} if t == 0 and first is not None else {}
-            free = [k for k, i in enumerate(live) if i not in forced]
-            acted = iter(policy.act([seen[k] for k in free], [rngs[live[k]] for k in free]) if free else [])
-            actions = [forced[i] if i in forced else next(acted) for i in live]
+            actions = act_or_given(policy, states, live, rngs, first if t == 0 else None)
             if batched:
                 outcomes = world.step_batch([states[i] for i in live], actions, [rngs[i] for i in live])
             else:

@@ -159,6 +159,7 @@ class _Context:
         self.scores = ScoreCache(folder, f"{log.resolve()}:{st.st_size}:{st.st_mtime_ns}:{len(episodes)}")
         self.features = self.ds = self.ridge = self.behaviour = None
         self.full = None  # the composed config, where the world model's action values are simulated
+        self.starts = None
         if models or estimated:
             self.features = StepFeatures(self.states, self.actions, horizon, _embedder(cfg))
         if estimated:  # one behaviour model per log, fitted on every logged step
@@ -231,8 +232,9 @@ class _Context:
         start = time.time()
         world = loaded_world(full, _world_model_path(OmegaConf.to_object(full.evaluate), full.data.log))
         index = sample_steps(len(self.states), sc.states, seed)
-        every = logged_step_starts(self.episodes)
-        starts = [every[k] for k in index for _ in range(sc.rollouts)]
+        if self.starts is None:  # every logged step as a start, shared by the policies
+            self.starts = logged_step_starts(self.episodes)
+        starts = [self.starts[k] for k in index for _ in range(sc.rollouts)]
         first = [self.actions[k] for k in index for _ in range(sc.rollouts)]
         returns = world.returns_from(pcfg, starts + starts, first + [None] * len(starts))
         q, v = returns.reshape(2, len(index), sc.rollouts).mean(-1)
